@@ -1,0 +1,97 @@
+"""What a chapter is: its problem, its variants, and the model each variant is measured against.
+
+A chapter module (``pmpp/chapters/reduction.py``, ...) defines, in one place:
+
+* how to make inputs (``make_inputs``) and the NumPy reference (``reference``);
+* how each variant is launched (``Variant.launch``) and its flop/byte model (``Variant.model``);
+* how an output is judged against the reference (``check``);
+* the library routines that are the bar to beat (``library``).
+
+Everything else — running all variants, timing, tables, plots, results files — is generic and
+lives in ``pmpp.runner``, ``pmpp.timing``, ``pmpp.plots`` and ``pmpp.results``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class Model:
+    """The analytical cost of one run: floating-point (or integer) operations and the bytes
+    that must move through device memory. ``intensity`` is OP/B, as the book quotes it."""
+
+    flops: float
+    bytes: float
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel file of a chapter, and how to run it.
+
+    ``launch(module, problem, inputs)`` loads nothing itself: it gets the loaded module, launches
+    the kernel(s) — as many passes as the algorithm needs — and returns the output array.
+    ``model(problem)`` returns the :class:`Model` of one run.
+    """
+
+    name: str                      # file stem, e.g. "01_simple"
+    title: str                     # what a student sees, e.g. "10.3 simple (divergent)"
+    source: str                    # "PMPP 10.3", "Harris reduce0", "beyond the book"
+    launch: Callable[..., Any]
+    model: Callable[[Mapping[str, Any]], Model]
+    defines: Mapping[str, Any] = field(default_factory=dict)
+    name_expressions: Sequence[str] = ()
+    racy: bool = False             # a teaching example of a bug: never the "best" variant
+    max_n: int | None = None       # largest problem the variant supports, if limited
+
+    def supports(self, problem: Mapping[str, Any]) -> bool:
+        return self.max_n is None or problem.get("n", 0) <= self.max_n
+
+
+@dataclass(frozen=True)
+class Library:
+    """A library routine that does the same job: the bar to beat."""
+
+    name: str                      # e.g. "cupy.sum (CUB)"
+    run: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]   # run(problem, inputs) -> output
+    available: Callable[[], bool] = lambda: True
+
+
+@dataclass(frozen=True)
+class Chapter:
+    name: str                      # "reduction"
+    title: str                     # "Reduction (PMPP ch. 10)"
+    kernel_dir: str                # folder under kernels/, e.g. "reduction"
+    variants: Sequence[Variant]
+    make_inputs: Callable[..., Mapping[str, Any]]      # make_inputs(problem, xp, rng) -> inputs
+    reference: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]  # (problem, inputs) -> ref (NumPy)
+    check: Callable[..., "CheckResult"]  # check(output, ref, problem) -> CheckResult
+    problems: Mapping[str, Mapping[str, Any]]          # {"gpu": {...}, "cpu": {...}} default sizes
+    test_sizes: Sequence[int] = ()                     # awkward sizes every variant must handle
+    library: Sequence[Library] = ()
+    describe: Callable[[Mapping[str, Any]], str] = lambda p: ", ".join(f"{k}={v}" for k, v in p.items())
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name or v.name.split("_", 1)[0] == name:
+                return v
+        names = ", ".join(v.name for v in self.variants)
+        raise KeyError(f"chapter {self.name!r} has no variant {name!r}; its variants are: {names}")
+
+    def kernel_path(self, variant: Variant) -> str:
+        return f"{self.kernel_dir}/{variant.name}.cu"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    ok: bool
+    error: float                   # e.g. relative error, or number of wrong elements
+    tolerance: float
+    detail: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
