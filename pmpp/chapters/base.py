@@ -47,6 +47,7 @@ class Variant:
     name_expressions: Sequence[str] = ()
     racy: bool = False             # a teaching example of a bug: never the "best" variant
     max_n: int | None = None       # largest problem the variant supports, if limited
+    problem: Mapping[str, Any] = field(default_factory=dict)  # overrides, e.g. {"op": "max"}
 
     def supports(self, problem: Mapping[str, Any]) -> bool:
         return self.max_n is None or problem.get("n", 0) <= self.max_n
