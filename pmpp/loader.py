@@ -1,0 +1,143 @@
+"""``pmpp.load``: compile a ``.cu`` file for the active backend and launch its kernels the way
+CuPy does — ``mod.get_function(name)``, ``kernel(grid, block, args, shared_mem=0)`` — with every
+launch checked first."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from . import args as launch_args
+from .backends import resolve_backend
+from .errors import BackendUnavailableError
+from .source import (define_options, display_name, find_kernels, resolve, signature_for,
+                     with_line_directive)
+
+_loaded: dict = {}
+
+
+def load(path=None, *, source=None, backend="auto", options=(), defines=None,
+         name_expressions=(), check=False, timeout=None) -> "Module":
+    """Compile a kernel file (relative to ``kernels/``) or a source string.
+
+    ``defines`` sets macros (``{"BLOCK_DIM": 256}``); ``name_expressions`` names template
+    instances to compile (``("reduce5<256>",)``), as in CuPy. ``check=True`` runs on the CPU
+    engine with race, out-of-bounds and barrier checks; ``timeout`` (seconds) limits a CPU-engine
+    launch. Compiled modules are reused when the same source and options are loaded again.
+    """
+    if (path is None) == (source is None):
+        raise TypeError("pass exactly one of path (a .cu file under kernels/) or source (a string)")
+    if path is not None:
+        file = resolve(path)
+        filename, text = display_name(file), file.read_text()
+    else:
+        filename, text = "<source>", source
+    if check and backend in (None, "auto"):
+        backend = "cpu"
+    backend = resolve_backend(backend)
+    if check and backend != "cpu":
+        raise ValueError("check=True runs on the CPU engine: use backend='cpu' (on the GPU, "
+                         "NVIDIA's compute-sanitizer does this job)")
+    options = tuple(options) + tuple(define_options(defines))
+    name_expressions = tuple(name_expressions)
+    key = (backend, filename, text, options, name_expressions, bool(check), timeout)
+    if key not in _loaded:
+        _loaded[key] = Module(_compile(backend, text, filename, options, name_expressions, check, timeout),
+                              filename, text, name_expressions)
+    return _loaded[key]
+
+
+def _compile(backend, text, filename, options, name_expressions, check, timeout):
+    full = with_line_directive(text, filename)
+    if backend == "cupy":
+        from .backends.gpu import CupyModule
+        return CupyModule(full, filename=filename, options=options, name_expressions=name_expressions)
+    try:
+        from .backends.cpu import CpuModule
+    except ImportError as exc:
+        raise BackendUnavailableError(f"the CPU engine is not available: {exc}") from None
+    kernel_names = tuple(n for n, sig in find_kernels(text).items() if not sig.template_params)
+    extra = {} if timeout is None else {"timeout": timeout}
+    impl = CpuModule(full, filename=filename, options=options, kernel_names=kernel_names,
+                     name_expressions=name_expressions, check=check, **extra)
+    for attribute, value in _CPU_DEFAULTS.items():
+        if not hasattr(impl, attribute):
+            setattr(impl, attribute, value)
+    return impl
+
+
+# What the CPU engine presents as its "device": NumPy arrays, one SM per core, and H100's
+# opt-in shared memory per block so that kernels written for a big GPU run unchanged.
+_CPU_DEFAULTS = {"backend": "cpu", "array_type": np.ndarray, "sm_count": os.cpu_count() or 1,
+                 "max_shared": 227 * 1024}
+
+
+class Module:
+    """A compiled kernel file. Mirrors ``cupy.RawModule``."""
+
+    def __init__(self, impl, filename: str, text: str, name_expressions=()):
+        self._impl = impl
+        self.filename = filename
+        self.source = text
+        self._signatures = find_kernels(text)
+        self.kernel_names = [n for n, s in self._signatures.items() if not s.template_params] \
+            + list(name_expressions)
+        self._functions = {}
+
+    @property
+    def backend(self) -> str:
+        return self._impl.backend
+
+    @property
+    def device_sm_count(self) -> int:
+        return self._impl.sm_count
+
+    def get_function(self, name: str) -> "Function":
+        if name not in self._functions:
+            if name not in self.kernel_names:
+                raise ValueError(f"{self.filename} has no kernel {name!r}; it has: "
+                                 f"{', '.join(self.kernel_names) or 'none'}"
+                                 + ("" if "<" not in name else
+                                    ". Template instances must be listed in name_expressions= at load"))
+            self._functions[name] = Function(self, name, signature_for(self._signatures, name))
+        return self._functions[name]
+
+    def copy_to_symbol(self, name: str, array) -> None:
+        """Copy an array into a ``__constant__`` variable (the book's ``cudaMemcpyToSymbol``)."""
+        self._impl.copy_to_symbol(name, array)
+
+    def __repr__(self) -> str:
+        return f"<pmpp.Module {self.filename} on {self.backend}: {', '.join(self.kernel_names)}>"
+
+
+class Function:
+    """A kernel. Call it like ``cupy.RawKernel``: ``k(grid, block, args, shared_mem=0)``."""
+
+    def __init__(self, module: Module, name: str, signature):
+        self.module = module
+        self.name = name
+        self.signature = signature
+
+    def __call__(self, grid, block, args, shared_mem=0) -> None:
+        impl = self.module._impl
+        grid, block, shared_mem = launch_args.check_launch(grid, block, shared_mem, impl.max_shared)
+        if self.signature is None:
+            converted = self._unchecked(args)
+            names, writable = [f"arg{i}" for i in range(len(converted))], [True] * len(converted)
+        else:
+            converted = launch_args.convert_args(self.signature, args, impl.array_type, impl.backend)
+            names = [p.name for p in self.signature.params]
+            writable = [p.pointer and not p.const for p in self.signature.params]
+        impl.launch(self.name, grid, block, shared_mem, converted, names, writable)
+
+    def _unchecked(self, args):
+        warnings.warn(f"pmpp could not read the parameter list of {self.name}; its arguments are "
+                      "not checked", stacklevel=3)
+        for a in args:
+            if not isinstance(a, (self.module._impl.array_type, np.generic)):
+                raise TypeError(f"{self.name}: pass arrays or NumPy scalars of the exact C type")
+        return list(args)
+
+    def __repr__(self) -> str:
+        return f"<pmpp.Function {self.signature or self.name} from {self.module.filename}>"
