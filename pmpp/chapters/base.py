@@ -59,7 +59,7 @@ class Library:
 
     name: str                      # e.g. "cupy.sum (CUB)"
     run: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]   # run(problem, inputs) -> output
-    available: Callable[[], bool] = lambda: True
+    available: Callable[[str], bool] = lambda backend: True      # available(backend) -> usable?
 
 
 @dataclass(frozen=True)
