@@ -1,0 +1,144 @@
+"""The ``pmpp`` command: list, run, bench and check-kernels."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import chapters
+from .backends import backend_info, resolve_backend
+from .errors import PmppError
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args) or 0
+    except (PmppError, KeyError, ValueError, FileNotFoundError) as exc:
+        print(f"pmpp {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pmpp", description="The PMPP CUDA workbook.")
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("list", help="chapters and their variants")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="check every variant and print time / GB/s / GFLOP/s / OP/B")
+    p.add_argument("chapter", help="a chapter name, or 'all'")
+    p.add_argument("--backend", default="auto", help="auto (default), cupy or cpu")
+    p.add_argument("--n", type=int, help="problem size (default: the chapter's size for the backend)")
+    p.add_argument("--variants", nargs="*", help="only these variants (names or numbers)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="measure on the GPU and record the results as JSON")
+    p.add_argument("chapter", help="a chapter name, or 'all'")
+    p.add_argument("--out", required=True, help="results file, e.g. results/h100.json")
+    p.add_argument("--n", type=int, help="problem size (default: the chapter's GPU size)")
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("check-kernels", help="compile every kernel with nvcc; registers, shared memory, spills")
+    p.add_argument("chapter", nargs="*", help="chapters (default: all)")
+    p.add_argument("--arch", nargs="+", default=["sm_80", "sm_90"])
+    p.set_defaults(func=cmd_check_kernels)
+    return parser
+
+
+def _chapters(name: str):
+    return [chapters.get(n) for n in chapters.names()] if name == "all" else [chapters.get(name)]
+
+
+def cmd_list(args) -> int:
+    for chapter in (chapters.get(n) for n in chapters.names()):
+        print(f"{chapter.name}: {chapter.title}")
+        for v in chapter.variants:
+            print(f"  {v.name:<32} {v.source:<18} {v.title}")
+    return 0
+
+
+def _problem(chapter, backend, n):
+    from .runner import default_problem
+    problem = default_problem(chapter, backend)
+    if n is not None:
+        problem["n"] = n
+    return problem
+
+
+def cmd_run(args) -> int:
+    from .runner import format_table, measure, verify
+    backend = resolve_backend(args.backend)
+    print(backend_info(backend))
+    failed = []
+    for chapter in _chapters(args.chapter):
+        problem = _problem(chapter, backend, args.n)
+        print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+        variants = [chapter.variant(v) for v in args.variants] if args.variants else chapter.variants
+        failed += _verify_sizes(chapter, variants, backend, verify)
+        entries = measure(chapter, backend=backend, problem=problem,
+                          variants=[v.name for v in variants])
+        print(format_table(entries))
+        failed += [f"{chapter.name}/{e['name']}" for e in entries
+                   if not e["correct"] and not _racy(chapter, e["name"])]
+    if backend == "cpu":
+        print("\nTimes above are CPU-engine times: they check the kernels, not GPU performance.")
+    if failed:
+        print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print("\nEvery variant matched the reference.")
+    return 0
+
+
+def _racy(chapter, name) -> bool:
+    return any(v.name == name and v.racy for v in chapter.variants)
+
+
+def _verify_sizes(chapter, variants, backend, verify) -> list[str]:
+    """Check each variant at the chapter's awkward sizes; print and return the failures."""
+    failed = []
+    for variant in variants:
+        for n in chapter.test_sizes:
+            result = verify(chapter, variant, {**chapter.problems["cpu"], "n": n}, backend=backend)
+            if not result and not variant.racy:
+                print(f"  {variant.name} at n={n}: WRONG ({result.detail or result.error})")
+                failed.append(f"{chapter.name}/{variant.name}@n={n}")
+    return failed
+
+
+def cmd_bench(args) -> int:
+    from .ceilings import ceilings
+    from .results import write_results
+    from .runner import format_table, measure
+    if resolve_backend("auto") != "cupy":
+        raise PmppError("pmpp bench records GPU measurements and needs a GPU; on the CPU engine "
+                        "use 'pmpp run' (its times are CPU times)")
+    limits = ceilings()
+    print(backend_info("cupy"))
+    print(f"measured ceilings: copy {limits.copy_gbs:.0f} GB/s, FP32 {limits.fp32_gflops:.0f} GFLOP/s")
+    for chapter in _chapters(args.chapter):
+        problem = _problem(chapter, "cupy", args.n)
+        entries = measure(chapter, backend="cupy", problem=problem)
+        print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+        print(format_table(entries))
+        write_results(args.out, chapter.name, entries, limits)
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def cmd_check_kernels(args) -> int:
+    from .compilecheck import check_kernels, format_table
+    names = args.chapter or chapters.names()
+    targets = []
+    for chapter in (chapters.get(n) for n in names):
+        targets += [(chapter.kernel_path(v), dict(v.defines), tuple(v.name_expressions))
+                    for v in chapter.variants]
+    print(format_table(check_kernels(targets, archs=tuple(args.arch))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
