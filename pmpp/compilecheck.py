@@ -1,0 +1,223 @@
+"""The compiler's resource report for each kernel, without a GPU: registers, shared memory, stack,
+spills and barriers per kernel and architecture, read from ``nvcc -Xptxas -v``.
+
+    rows = check_kernels([("reduction/05_unrolled.cu", {"BLOCK_DIM": 256}, ("reduce5<256>",))])
+    print(format_table(rows))
+
+Template kernels are only compiled once instantiated: for each name expression a line that takes
+its address in host code is appended to a temporary copy of the source, which makes nvcc
+instantiate it. The copy starts with a ``#line`` directive, so errors name the real file and line.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from pmpp.errors import BackendUnavailableError, CompileError
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+NVCC_TIMEOUT_S = 300
+_INSTANTIATIONS = "<pmpp: template instantiations>"
+
+Target = tuple[str, Mapping[str, Any], Sequence[str]]   # (path under kernels/, defines, name expressions)
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def find_nvcc() -> str:
+    """The nvcc on PATH, else in ``$CUDA_HOME/bin``; BackendUnavailableError if neither."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(var)
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return str(Path(home) / "bin" / "nvcc")
+    raise BackendUnavailableError(
+        "nvcc not found on PATH or in $CUDA_HOME/bin: install the CUDA toolkit (or set CUDA_HOME "
+        "to where it is) to read the compiler's resource report")
+
+
+def check_kernels(targets: Iterable[Target], archs: Sequence[str] = ("sm_80", "sm_90"), *,
+                  kernels_dir: str | os.PathLike | None = None) -> list[dict]:
+    """Compile every target for every arch with ``nvcc -arch=<arch> -Xptxas -v -c`` and return one
+    row per kernel and arch: file, kernel, arch, registers, shared_bytes, stack_bytes,
+    spill_stores, spill_loads, barriers (None where this ptxas does not report them), defines."""
+    nvcc = find_nvcc()
+    base = Path(kernels_dir) if kernels_dir is not None else _default_kernels_dir()
+    jobs = [(t, arch) for t in targets for arch in archs]
+    workers = max(1, min(len(jobs), os.cpu_count() or 1, 8))
+    with ThreadPoolExecutor(workers) as pool:
+        reports = list(pool.map(lambda job: _compile(nvcc, base, job[0], job[1]), jobs))
+    rows = [row for report in reports for row in report]
+    _demangle_rows(rows, nvcc)
+    return rows
+
+
+def _default_kernels_dir() -> Path:
+    try:
+        from pmpp.source import kernels_dir   # honours $PMPP_KERNELS
+    except ImportError:
+        return KERNELS_DIR
+    return kernels_dir()
+
+
+def _compile(nvcc: str, base: Path, target: Target, arch: str) -> list[dict]:
+    rel, defines, names = target
+    src = (base / rel).resolve()
+    if not src.is_file():
+        raise FileNotFoundError(f"no kernel file {src} (targets name paths under {base})")
+    with tempfile.TemporaryDirectory(prefix="pmpp-cc-") as tmp:
+        copy = Path(tmp) / src.name
+        copy.write_text(instantiation_source(src, names))
+        cmd = [nvcc, f"-arch={arch}", "-Xptxas", "-v", "-c", str(copy), "-o", str(Path(tmp) / "k.o"),
+               f"-I{src.parent}", *define_flags(defines)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise _name_expression_error(log, src, names) or _compile_error(log, str(src))
+    defines_text = " ".join(f[2:] if f.startswith("-D") else f for f in define_flags(defines))
+    return [dict(file=str(rel), defines=defines_text, **row) for row in parse_ptxas(log)]
+
+
+def instantiation_source(src: Path, names: Sequence[str]) -> str:
+    """The source as nvcc should see it: a #line so errors name ``src``, then the file, then one
+    host-side address-of per template name expression, e.g. ``&reduce5<256>``."""
+    text = src.read_text()
+    lines = [f'#line 1 "{src}"', text.rstrip("\n"), f'#line 1 "{_INSTANTIATIONS}"']
+    lines += [f"__attribute__((unused)) static void* pmpp_instantiate_{i} = (void*)&{name};"
+              for i, name in enumerate(names)]
+    return "\n".join(lines) + "\n"
+
+
+def define_flags(defines: Mapping[str, Any]) -> list[str]:
+    """``{"BLOCK_DIM": 256, "USE_X": True, "OLD": False}`` -> ``["-DBLOCK_DIM=256", "-DUSE_X", "-UOLD"]``
+    (as the loader passes ``defines=``)."""
+    flags = []
+    for name, value in (defines or {}).items():
+        if value is True:
+            flags.append(f"-D{name}")
+        elif value is False or value is None:
+            flags.append(f"-U{name}")
+        else:
+            flags.append(f"-D{name}={value}")
+    return flags
+
+
+def parse_ptxas(log: str) -> list[dict]:
+    """Rows (mangled ``kernel``, ``arch``, resources) from the report of ``-Xptxas -v``."""
+    rows: list[dict] = []
+    current: dict | None = None
+    props_for = None
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            current = {"kernel": m.group(1), "arch": m.group(2), "registers": None, "shared_bytes": 0,
+                       "stack_bytes": None, "spill_stores": None, "spill_loads": None, "barriers": None}
+            rows.append(current)
+        elif m := _PROPS.search(line):
+            props_for = m.group(1)
+        elif (m := _STACK.search(line)) and current is not None and props_for == current["kernel"]:
+            current["stack_bytes"], current["spill_stores"], current["spill_loads"] = map(int, m.groups())
+        elif (m := _USED.search(line)) and current is not None:
+            current["registers"] = int(m.group(1))
+            if b := _BARRIERS.search(line):
+                current["barriers"] = int(b.group(1))
+            if s := _SMEM.search(line):
+                current["shared_bytes"] = int(s.group(1))
+    return rows
+
+
+def _demangle_rows(rows: list[dict], nvcc: str) -> None:
+    mangled = sorted({r["kernel"] for r in rows if r["kernel"].startswith("_Z")})
+    names = dict(zip(mangled, demangle(mangled, nvcc)))
+    for r in rows:
+        r["kernel"] = kernel_name(names.get(r["kernel"], r["kernel"]))
+
+
+def demangle(symbols: Sequence[str], nvcc: str | None = None) -> list[str]:
+    """Demangle with cu++filt (beside nvcc) or c++filt; symbols stay as they are without either."""
+    candidates = [str(Path(nvcc).parent / "cu++filt")] if nvcc else []
+    candidates += [shutil.which("cu++filt"), shutil.which("c++filt")]
+    for tool in filter(None, candidates):
+        if not Path(tool).is_file():
+            continue
+        try:
+            out = subprocess.run([tool], input="\n".join(symbols) + "\n", capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        lines = out.stdout.splitlines()
+        if out.returncode == 0 and len(lines) == len(symbols):
+            return lines
+    return list(symbols)
+
+
+def kernel_name(demangled: str) -> str:
+    """``"void reduce5<256u>(float const*, float*, unsigned int)"`` -> ``"reduce5<256u>"``."""
+    s = demangled.strip()
+    if s.endswith(")"):                      # drop the parameter list: the last balanced (...)
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i]
+                break
+    if s.startswith("void "):
+        s = s[len("void "):]
+    return s.strip()
+
+
+def _name_expression_error(log: str, src: Path, names: Sequence[str]) -> CompileError | None:
+    m = re.search(re.escape(_INSTANTIATIONS) + r"\((\d+)\): (?:\w+ )?error\b[^:]*: (.*)", log)
+    if m is None or not 1 <= int(m.group(1)) <= len(names):
+        return None
+    name = names[int(m.group(1)) - 1]
+    return CompileError(f"{src}: name expression {name!r} does not name a kernel in it ({m.group(2).strip()}); "
+                        "give the template with its arguments, e.g. 'reduce5<256>'",
+                        filename=str(src), log=log)
+
+
+def _compile_error(log: str, filename: str) -> CompileError:
+    try:
+        from pmpp.source import compile_error
+    except ImportError:
+        compile_error = _local_compile_error
+    return compile_error(log, filename)
+
+
+_ERROR_LINE = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?:catastrophic )?error\b[^:]*: (?P<msg>.*)$", re.M)
+
+
+def _local_compile_error(log: str, filename: str) -> CompileError:
+    """A CompileError naming the first error's file and line (used while pmpp.source is absent)."""
+    m = _ERROR_LINE.search(log)
+    if m is None:
+        return CompileError(f"{filename}: nvcc failed:\n{log.strip()}", filename=filename, log=log)
+    where = m.group("file")
+    return CompileError(f"{where}:{m.group('line')}: {m.group('msg').strip()}\n\n{log.strip()}",
+                        filename=where, line=int(m.group("line")), log=log)
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as a plain-text table, one line per kernel and arch."""
+    show_defines = any(r.get("defines") for r in rows)
+    cols = [("file", "file"), ("kernel", "kernel")] + ([("defines", "defines")] if show_defines else [])
+    cols += [("arch", "arch"), ("registers", "regs"), ("shared_bytes", "smem B"), ("stack_bytes", "stack B"),
+             ("spill_stores", "spill st B"), ("spill_loads", "spill ld B"), ("barriers", "barriers")]
+    table = [[h for _, h in cols]] + [["-" if r.get(k) is None else str(r.get(k)) for k, _ in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    numeric = [k not in ("file", "kernel", "defines", "arch") for k, _ in cols]
+    fmt = lambda row: "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric))
+    lines = [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(row) for row in table[1:]]
+    return "\n".join(line.rstrip() for line in lines)

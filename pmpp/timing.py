@@ -1,0 +1,162 @@
+"""Timing a kernel the way the numbers in the book are taken: warm up, repeat, take the median.
+
+On the GPU each repeat sits between two CUDA events on the current stream, so what is timed is
+device time, not Python's launch overhead. On the CPU engine there are no events: each repeat is
+timed with ``time.perf_counter`` and the result says ``clock="cpu wall clock"`` — those numbers
+say how the CPU engine ran, never how a GPU would.
+
+    t = bench(lambda: kernel(grid, block, (x, out, n)))
+    print(t, gbps(model.bytes, t.median_us), "GB/s")
+
+If one run's inputs fit in L2, repeated runs over the same buffers measure the cache, not device
+memory: prepare several input sets and let ``bench`` rotate among them::
+
+    sets = [make_inputs() for _ in range(rotation_count(bytes_per_set, l2_bytes))]
+    t = bench(lambda x, out: kernel(grid, block, (x, out, n)), args=[(s.x, s.out) for s in sets])
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+CUDA_EVENTS = "cuda events"
+CPU_WALL_CLOCK = "cpu wall clock"
+
+_GPU_BACKENDS = {"cupy", "gpu", "cuda"}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of the repeats of one run, in microseconds, and the clock that took them."""
+
+    median_us: float
+    min_us: float
+    max_us: float
+    samples_us: tuple[float, ...]
+    clock: str
+
+    @classmethod
+    def from_samples(cls, samples_us: Sequence[float], clock: str) -> "Timing":
+        samples = tuple(float(s) for s in samples_us)
+        if not samples:
+            raise ValueError("a Timing needs at least one sample")
+        return cls(statistics.median(samples), min(samples), max(samples), samples, clock)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median: two versions closer than this are not told apart."""
+        return (self.max_us - self.min_us) / self.median_us if self.median_us else math.inf
+
+    def __str__(self) -> str:
+        return (f"{self.median_us:.1f} us median (min {self.min_us:.1f}, max {self.max_us:.1f}; "
+                f"{len(self.samples_us)} runs, {self.clock})")
+
+
+def bench(fn: Callable[..., Any], *, args: Sequence[Sequence[Any]] | None = None,
+          warmup: int = 5, repeat: int = 30, backend: Any = None) -> Timing:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeat`` times timed; return the :class:`Timing`.
+
+    ``args``: input sets to rotate among; call ``i`` (warm-ups included) is
+    ``fn(*args[i % len(args)])``. Without ``args``, ``fn()`` is called.
+    ``backend``: ``"cupy"`` (CUDA events) or ``"cpu"`` (wall clock), or a loaded module (its
+    ``.backend`` is used); by default the GPU if one is available, else the CPU engine.
+    """
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"bench needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    if args is not None and len(args) == 0:
+        raise ValueError("bench(args=...) needs at least one input set to rotate among")
+
+    def call(i: int) -> Any:
+        return fn() if args is None else fn(*args[i % len(args)])
+
+    if on_gpu(backend):
+        samples = _bench_cuda_events(call, warmup, repeat)
+        clock = CUDA_EVENTS
+    else:
+        samples = _bench_wall_clock(call, warmup, repeat)
+        clock = CPU_WALL_CLOCK
+    return Timing.from_samples(samples, clock)
+
+
+def _bench_cuda_events(call: Callable[[int], Any], warmup: int, repeat: int) -> list[float]:
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    for i in range(warmup):
+        call(i)
+    stream.synchronize()
+    starts = [cupy.cuda.Event() for _ in range(repeat)]
+    ends = [cupy.cuda.Event() for _ in range(repeat)]
+    for i in range(repeat):
+        starts[i].record(stream)
+        call(warmup + i)
+        ends[i].record(stream)
+    ends[-1].synchronize()
+    return [cupy.cuda.get_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)]
+
+
+def _bench_wall_clock(call: Callable[[int], Any], warmup: int, repeat: int) -> list[float]:
+    for i in range(warmup):
+        call(i)
+    samples = []
+    for i in range(repeat):
+        t0 = time.perf_counter()
+        call(warmup + i)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return samples
+
+
+def on_gpu(backend: Any = None) -> bool:
+    """True if ``backend`` (a name, a loaded module, or None for "whatever is active") is the GPU."""
+    backend = getattr(backend, "backend", backend)
+    if backend is None:
+        return gpu_available()
+    if backend in _GPU_BACKENDS:
+        return True
+    if backend == "cpu":
+        return False
+    raise ValueError(f"unknown backend {backend!r}: use 'cupy' (GPU) or 'cpu' (the CPU engine)")
+
+
+def gpu_available() -> bool:
+    """``pmpp.gpu_available()``, or while the loader is not there, whether CuPy sees a device."""
+    try:
+        import pmpp
+    except ImportError:
+        pmpp = None
+    probe = getattr(pmpp, "gpu_available", None)
+    if probe is not None:
+        return bool(probe())
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def gbps(nbytes: float, us: float) -> float:
+    """Effective bandwidth in GB/s (10^9 bytes per second) of moving ``nbytes`` in ``us`` microseconds."""
+    return _per_us(nbytes, us) / 1e3
+
+
+def gflops(flops: float, us: float) -> float:
+    """Rate in GFLOP/s (10^9 operations per second) of ``flops`` operations in ``us`` microseconds."""
+    return _per_us(flops, us) / 1e3
+
+
+def _per_us(amount: float, us: float) -> float:
+    if not us > 0:
+        raise ValueError(f"a time must be positive to give a rate, got {us!r} us")
+    return amount / us
+
+
+def rotation_count(bytes_per_set: float, l2_bytes: float | None, *, factor: float = 2.0) -> int:
+    """How many input sets to rotate among so that together they are ``factor`` x the L2 cache
+    (so that no run finds its inputs still in L2 from the run before). At least 1."""
+    if not l2_bytes or bytes_per_set <= 0:
+        return 1
+    return max(1, math.ceil(factor * l2_bytes / bytes_per_set))
