@@ -1,0 +1,156 @@
+"""pmpp.compilecheck with the real nvcc: the resource report parsed, template instances named,
+compile errors pointing at the line."""
+import pytest
+
+from pmpp import compilecheck
+from pmpp.errors import BackendUnavailableError, CompileError
+
+try:
+    compilecheck.find_nvcc()
+    HAVE_NVCC = True
+except BackendUnavailableError:
+    HAVE_NVCC = False
+
+needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found: install the CUDA toolkit")
+
+KERNEL = """\
+#ifndef BLOCK_DIM
+#define BLOCK_DIM 64
+#endif
+template <unsigned BLOCK>
+__global__ void block_sum(const float* in, float* out) {
+    __shared__ float s[BLOCK];
+    unsigned t = threadIdx.x;
+    s[t] = in[blockIdx.x * BLOCK + t];
+    for (unsigned k = BLOCK / 2; k > 0; k >>= 1) {
+        __syncthreads();
+        if (t < k) s[t] += s[t + k];
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+extern "C" __global__ void scale(float* x, float a, int n) {
+    __shared__ float tile[BLOCK_DIM];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) x[i] = a * tile[threadIdx.x];
+}
+"""
+
+BROKEN = """\
+extern "C" __global__ void scale(float* x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = a * x[i]
+}
+"""
+
+
+@pytest.fixture
+def kernels(tmp_path):
+    (tmp_path / "ch").mkdir()
+    (tmp_path / "ch" / "01_k.cu").write_text(KERNEL)
+    (tmp_path / "ch" / "02_broken.cu").write_text(BROKEN)
+    return tmp_path
+
+
+def rows_by_kernel(rows):
+    return {(r["kernel"], r["arch"]): r for r in rows}
+
+
+@needs_nvcc
+def test_report_has_a_row_per_kernel_and_arch(kernels):
+    rows = compilecheck.check_kernels([("ch/01_k.cu", {}, ("block_sum<128>",))], kernels_dir=kernels)
+    assert sorted(rows_by_kernel(rows)) == [("block_sum<128u>", "sm_80"), ("block_sum<128u>", "sm_90"),
+                                            ("scale", "sm_80"), ("scale", "sm_90")]
+    for r in rows:
+        assert r["file"] == "ch/01_k.cu"
+        assert r["registers"] > 0
+        assert r["stack_bytes"] == 0 and r["spill_stores"] == 0 and r["spill_loads"] == 0
+
+
+@needs_nvcc
+def test_shared_memory_follows_template_argument_and_defines(kernels):
+    rows = compilecheck.check_kernels([("ch/01_k.cu", {"BLOCK_DIM": 256}, ("block_sum<128>", "block_sum<32>"))],
+                                      archs=("sm_90",), kernels_dir=kernels)
+    by = rows_by_kernel(rows)
+    assert by[("block_sum<128u>", "sm_90")]["shared_bytes"] == 128 * 4
+    assert by[("block_sum<32u>", "sm_90")]["shared_bytes"] == 32 * 4
+    assert by[("scale", "sm_90")]["shared_bytes"] == 256 * 4
+    assert by[("scale", "sm_90")]["defines"] == "BLOCK_DIM=256"
+
+
+@needs_nvcc
+def test_barriers_are_counted_where_ptxas_reports_them(kernels):
+    rows = compilecheck.check_kernels([("ch/01_k.cu", {}, ())], archs=("sm_90",), kernels_dir=kernels)
+    scale = rows_by_kernel(rows)[("scale", "sm_90")]
+    assert scale["barriers"] in (None, 1)
+    assert [r["kernel"] for r in rows] == ["scale"]      # an uninstantiated template has no code
+
+
+@needs_nvcc
+def test_syntax_error_names_file_and_line(kernels):
+    with pytest.raises(CompileError) as info:
+        compilecheck.check_kernels([("ch/02_broken.cu", {}, ())], archs=("sm_90",), kernels_dir=kernels)
+    assert info.value.line == 4
+    assert "02_broken.cu" in str(info.value)
+    assert "02_broken.cu" in str(info.value.filename)
+
+
+@needs_nvcc
+def test_unknown_name_expression_is_named(kernels):
+    with pytest.raises(CompileError, match="block_sun<128>"):
+        compilecheck.check_kernels([("ch/01_k.cu", {}, ("block_sun<128>",))], archs=("sm_90",),
+                                   kernels_dir=kernels)
+
+
+def test_missing_file_is_reported(tmp_path):
+    if not HAVE_NVCC:
+        pytest.skip("nvcc not found")
+    with pytest.raises(FileNotFoundError, match="nope.cu"):
+        compilecheck.check_kernels([("nope.cu", {}, ())], kernels_dir=tmp_path)
+
+
+def test_no_nvcc_says_to_install_the_toolkit(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    with pytest.raises(BackendUnavailableError, match="install the CUDA toolkit"):
+        compilecheck.check_kernels([("x.cu", {}, ())])
+
+
+def test_parse_ptxas_without_barrier_counts():
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z3fooILi4EEvPf' for 'sm_80'
+ptxas info    : Function properties for _Z3fooILi4EEvPf
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, 2048 bytes smem, 360 bytes cmem[0]
+"""
+    (row,) = compilecheck.parse_ptxas(log)
+    assert row == {"kernel": "_Z3fooILi4EEvPf", "arch": "sm_80", "registers": 40, "shared_bytes": 2048,
+                   "stack_bytes": 16, "spill_stores": 8, "spill_loads": 4, "barriers": None}
+
+
+def test_kernel_name_drops_return_type_and_parameters():
+    assert compilecheck.kernel_name("void reduce5<256u>(float const*, float*, unsigned int)") == "reduce5<256u>"
+    assert compilecheck.kernel_name("void ns::k<(Op)1>(void (*)(int))") == "ns::k<(Op)1>"
+    assert compilecheck.kernel_name("plain") == "plain"
+
+
+def test_instantiation_source_keeps_line_numbers(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text("line one\nline two\n")
+    text = compilecheck.instantiation_source(src, ("k<4>",))
+    lines = text.splitlines()
+    assert lines[0] == f'#line 1 "{src}"' and lines[1:3] == ["line one", "line two"]
+    assert lines[-1].endswith("pmpp_instantiate_0 = (void*)&k<4>;")
+
+
+def test_format_table_lines_up_columns():
+    rows = [{"file": "a.cu", "kernel": "k<256u>", "arch": "sm_90", "registers": 12, "shared_bytes": 1024,
+             "stack_bytes": 0, "spill_stores": 0, "spill_loads": 0, "barriers": None, "defines": ""}]
+    lines = compilecheck.format_table(rows).splitlines()
+    assert lines[0].split() == ["file", "kernel", "arch", "regs", "smem", "B", "stack", "B", "spill", "st", "B",
+                                "spill", "ld", "B", "barriers"]
+    assert lines[2].split() == ["a.cu", "k<256u>", "sm_90", "12", "1024", "0", "0", "0", "-"]
+    assert len({len(l) for l in lines[:2]}) == 1
