@@ -169,16 +169,18 @@ def _dist_version(name: str) -> str | None:
 
 
 def git_commit(repo: Path = REPO_ROOT) -> str | None:
-    """The commit the code was at, with ``-dirty`` if tracked files had changes; None outside git."""
+    """The commit the code was at, with ``-dirty`` if tracked files had changes. Outside a git
+    checkout (a copy of the tree on a GPU machine), ``$PMPP_COMMIT`` if set, else None."""
+    fallback = os.environ.get("PMPP_COMMIT") or None
     try:
         sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=20)
         if sha.returncode != 0:
-            return None
+            return fallback
         status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return None
+        return fallback
     return sha.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
 
 

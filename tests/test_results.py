@@ -179,6 +179,12 @@ def test_git_commit_is_a_sha():
     assert commit is None or re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit)
 
 
+def test_git_commit_outside_a_checkout_falls_back_to_pmpp_commit(tmp_path, monkeypatch):
+    monkeypatch.setenv("PMPP_COMMIT", "feedbee")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert results.git_commit(tmp_path) == "feedbee"
+
+
 def test_device_info_on_the_cpu_engine_says_so():
     info = results.device_info(backend="cpu")
     assert info["engine"] == "cpu" and info["name"].startswith("CPU engine")

@@ -3,7 +3,8 @@
 // buffers far larger than L2, so every byte goes to and from device memory. Bytes moved per run
 // = bytes read + bytes written = 2 * 16 * n4. No arithmetic: this is the fastest any kernel
 // that must read its input once and write its output once can go.
-// pmpp.ceilings launches it with about one full SM's worth of threads per SM.
+// pmpp.ceilings launches enough blocks to give each thread one float4 (the loop is there for
+// any n): on an H100 that moved 3.0 TB/s, against 2.8 TB/s for one wave of blocks that loop.
 
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 256
