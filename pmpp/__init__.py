@@ -15,17 +15,20 @@ from __future__ import annotations
 import numpy as np
 
 from .backends import backend_info, gpu_available, resolve_backend
+from .ceilings import Ceilings, ceilings
 from .errors import (BackendUnavailableError, BarrierDivergenceError, CompileError,
                      KernelCheckError, KernelCrashError, KernelTimeoutError, OutOfBoundsError,
                      PmppError, RaceError)
 from .loader import Function, Module, load
 from .source import kernels_dir
+from .timing import Timing, bench
 
 __version__ = "0.1.0"
 
 __all__ = [
     "load", "Module", "Function", "xp", "get_array_module", "asnumpy", "active_backend",
-    "backend_info", "gpu_available", "kernel_source", "kernels_dir",
+    "backend_info", "gpu_available", "kernel_source", "kernels_dir", "bench", "Timing",
+    "ceilings", "Ceilings",
     "PmppError", "CompileError", "BackendUnavailableError", "KernelCheckError", "OutOfBoundsError",
     "RaceError", "BarrierDivergenceError", "KernelCrashError", "KernelTimeoutError",
 ]

@@ -24,7 +24,8 @@ from typing import Any, Mapping
 
 from pmpp import results
 from pmpp.errors import BackendUnavailableError
-from pmpp.timing import Timing, bench, gbps, gflops, gpu_available
+from pmpp.backends import gpu_available
+from pmpp.timing import Timing, bench, gbps, gflops
 
 # FP32 lanes (FP32 FMA results per clock) per SM, by compute capability.
 FP32_LANES_PER_SM = {

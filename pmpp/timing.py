@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .backends import gpu_available
+
 CUDA_EVENTS = "cuda events"
 CPU_WALL_CLOCK = "cpu wall clock"
 
@@ -119,23 +121,6 @@ def on_gpu(backend: Any = None) -> bool:
     if backend == "cpu":
         return False
     raise ValueError(f"unknown backend {backend!r}: use 'cupy' (GPU) or 'cpu' (the CPU engine)")
-
-
-def gpu_available() -> bool:
-    """``pmpp.gpu_available()``, or while the loader is not there, whether CuPy sees a device."""
-    try:
-        import pmpp
-    except ImportError:
-        pmpp = None
-    probe = getattr(pmpp, "gpu_available", None)
-    if probe is not None:
-        return bool(probe())
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
 
 
 def gbps(nbytes: float, us: float) -> float:
