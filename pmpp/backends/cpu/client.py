@@ -1,0 +1,217 @@
+"""The parent side of the worker process (worker.py): one per Python process, started lazily and
+shared by every CpuModule; restarted after a crash or a timeout."""
+
+import atexit
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from pmpp.errors import KernelCrashError, KernelTimeoutError
+
+from . import toolchain
+
+_SIGNALS = {
+    signal.SIGSEGV: "SIGSEGV (segmentation fault: an access to memory the kernel does not own, "
+                    "e.g. an index past the end of an array)",
+    signal.SIGBUS: "SIGBUS (bus error: a misaligned or invalid memory access)",
+    signal.SIGFPE: "SIGFPE (arithmetic exception, e.g. an integer division by zero)",
+    signal.SIGILL: "SIGILL (illegal instruction)",
+    signal.SIGABRT: "SIGABRT (abort)",
+    signal.SIGKILL: "SIGKILL (killed, perhaps for using too much memory)",
+}
+
+
+class WorkerTimedOut(Exception):
+    """A request took longer than its timeout; the worker was killed."""
+
+
+class WorkerDied(Exception):
+    """The worker process ended while a request was in flight."""
+
+    def __init__(self, how, stderr):
+        super().__init__(how)
+        self.how, self.stderr = how, stderr
+
+
+def default_threads():
+    env = os.environ.get("PMPP_CPU_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class WorkerClient:
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.proc = None
+        self.owner_pid = None
+        self.generation = 0
+        self.tx = self.rx = None
+        self.out = self.err = None
+        self.out_pos = self.err_pos = 0
+
+    # ---- lifetime --------------------------------------------------------------------------
+    def ensure_started(self):
+        if self.proc is not None and self.owner_pid == os.getpid() and self.proc.poll() is None:
+            return
+        self._start()
+
+    def _start(self):
+        self._discard()
+        runtime = toolchain.runtime_library()
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        self.out = tempfile.TemporaryFile(prefix="pmpp-cpu-stdout-")
+        flags = fcntl.fcntl(self.out.fileno(), fcntl.F_GETFL)
+        fcntl.fcntl(self.out.fileno(), fcntl.F_SETFL, flags | os.O_APPEND)
+        self.err = tempfile.TemporaryFile(prefix="pmpp-cpu-stderr-")
+        self.out_pos = self.err_pos = 0
+        package_root = str(Path(__file__).resolve().parents[3])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = "1"  # numpy's BLAS threads would compete with the kernel's blocks
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pmpp.backends.cpu.worker", str(to_worker_r), str(from_worker_w)],
+            pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=self.out,
+            stderr=self.err, env=env, start_new_session=True)
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self.tx = Connection(to_worker_w, readable=False)
+        self.rx = Connection(from_worker_r, writable=False)
+        self.owner_pid = os.getpid()
+        self.generation += 1
+        try:
+            self.request(("init", str(runtime), default_threads()), timeout=120)
+        except WorkerDied as died:
+            self._discard()
+            raise KernelCrashError(f"pmpp's CPU worker process failed to start: {died.how}\n{died.stderr}") from None
+
+    def _discard(self):
+        """Forget the current worker (killing it if it still runs)."""
+        if self.proc is not None and self.owner_pid == os.getpid():
+            if self.proc.poll() is None:
+                self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for conn in (self.tx, self.rx):
+            if conn is not None:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+        self.proc = self.tx = self.rx = None
+
+    def shutdown(self):
+        with self.lock:
+            self._discard()
+
+    # ---- requests --------------------------------------------------------------------------
+    def request(self, message, *, send=(), receive=(), timeout=None):
+        """Send ``message`` and the byte buffers in ``send``; return the reply. When the reply is
+        ("ok", ...), the buffers in ``receive`` are filled from the messages that follow it.
+        Raises WorkerDied, or WorkerTimedOut (after killing the worker)."""
+        try:
+            self.tx.send(message)
+            for buf in send:
+                self.tx.send_bytes(buf)
+            if not self.rx.poll(timeout):
+                timed_out = True
+            else:
+                timed_out = False
+                reply = self.rx.recv()
+            if not timed_out and reply[0] == "ok":
+                for buf in receive:
+                    self.rx.recv_bytes_into(buf)
+        except (EOFError, OSError) as exc:
+            raise self._died() from exc
+        except KeyboardInterrupt:
+            self._discard()
+            raise
+        if timed_out:
+            self.forward_stdout()
+            self._discard()
+            raise WorkerTimedOut
+        return reply
+
+    def _died(self):
+        proc = self.proc
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+        if code is None:
+            how = "the worker process vanished"
+        elif code < 0:
+            how = _SIGNALS.get(-code, f"signal {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}")
+        else:
+            how = f"exit status {code}"
+        stderr = self.read_stderr()
+        self.forward_stdout()
+        self._discard()
+        return WorkerDied(how, stderr)
+
+    # ---- output ----------------------------------------------------------------------------
+    def forward_stdout(self):
+        """Print what kernels wrote with printf since the last call (so Jupyter shows it)."""
+        if self.out is None:
+            return
+        data = os.pread(self.out.fileno(), 1 << 30, self.out_pos)
+        if data:
+            self.out_pos += len(data)
+            print(data.decode(errors="replace"), end="", flush=True)
+        if self.out_pos > (16 << 20):
+            os.ftruncate(self.out.fileno(), 0)  # the worker appends (O_APPEND), and is idle now
+            self.out_pos = 0
+
+    def read_stderr(self, limit=4000):
+        if self.err is None:
+            return ""
+        data = os.pread(self.err.fileno(), 1 << 24, self.err_pos)
+        self.err_pos += len(data)
+        return data.decode(errors="replace")[-limit:].strip()
+
+
+_client = None
+_client_lock = threading.Lock()
+
+
+def client():
+    """The process's worker client."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            _client = WorkerClient()
+            atexit.register(_client.shutdown)
+        return _client
+
+
+def crash_error(what, died):
+    message = (f"{what} crashed pmpp's CPU worker process with {died.how}. The worker was "
+               "restarted, so the next launch runs normally; launch with check=True "
+               "(CpuModule(..., check=True)) to find out-of-bounds accesses.")
+    if died.stderr:
+        message += f"\nWorker stderr:\n{died.stderr}"
+    return KernelCrashError(message)
+
+
+def timeout_error(what, timeout):
+    return KernelTimeoutError(
+        f"{what} did not finish within {timeout:g} s, so pmpp's CPU worker process was killed (it "
+        "restarts on the next launch). Look for a loop that never ends: a spin-wait on a flag no "
+        "thread sets, or a loop bound that does not change. If the kernel is merely slow, pass a "
+        "larger timeout= (or set PMPP_CPU_TIMEOUT).")

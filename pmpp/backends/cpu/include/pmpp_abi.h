@@ -1,0 +1,126 @@
+/* pmpp_abi.h: the C interface between compiled kernel modules (through the prelude
+ * pmpp_cuda.h), the CPU engine's runtime library (runtime/pmpp_runtime.cpp) and the Python
+ * worker (worker.py mirrors the structs below with ctypes; keep them in step).
+ */
+#ifndef PMPP_ABI_H
+#define PMPP_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- what kernel code reads: the current CUDA thread ---------------------------------- */
+typedef struct pmpp_dim {
+    unsigned int x, y, z;
+} pmpp_dim;
+
+typedef struct pmpp_thread_ctx {
+    pmpp_dim thread_idx, block_idx, block_dim, grid_dim;
+} pmpp_thread_ctx;
+
+/* The fiber running on this OS thread. Initial-exec TLS: one load through %fs, no call. */
+extern __thread pmpp_thread_ctx *pmpp_cur __attribute__((tls_model("initial-exec")));
+
+/* ---- barriers and warp-level operations ------------------------------------------------ */
+enum { PMPP_BAR_PLAIN = 0, PMPP_BAR_COUNT = 1, PMPP_BAR_AND = 2, PMPP_BAR_OR = 3 };
+void pmpp_syncthreads(const char *file, int line);
+int pmpp_syncthreads_op(int op, int predicate, const char *file, int line);
+
+enum {
+    PMPP_W_SYNC = 0,
+    PMPP_W_SHFL_IDX,
+    PMPP_W_SHFL_UP,
+    PMPP_W_SHFL_DOWN,
+    PMPP_W_SHFL_XOR,
+    PMPP_W_BALLOT,
+    PMPP_W_ANY,
+    PMPP_W_ALL,
+    PMPP_W_MATCH_ANY,
+    PMPP_W_MATCH_ALL,
+    PMPP_W_REDUCE_ADD,
+    PMPP_W_REDUCE_MIN_U,
+    PMPP_W_REDUCE_MAX_U,
+    PMPP_W_REDUCE_MIN_I,
+    PMPP_W_REDUCE_MAX_I,
+    PMPP_W_REDUCE_AND,
+    PMPP_W_REDUCE_OR,
+    PMPP_W_REDUCE_XOR,
+    PMPP_W_NUM_OPS
+};
+/* Rendezvous of the lanes named in mask; returns this lane's result (value bits). */
+uint64_t pmpp_warp_op(int op, uint32_t mask, uint64_t value, int arg, int width, const char *file,
+                      int line);
+uint32_t pmpp_activemask(void);
+
+/* ---- shared memory ------------------------------------------------------------------- */
+/* site: address of a per-declaration (per template instantiation) static; the first thread
+ * of a block to reach the declaration allocates, the others get the same address. */
+void *pmpp_shared_var(const void *site, size_t size, size_t align, const char *name,
+                      size_t elem_size, const char *elem_type, int rank, const uint32_t *extents);
+void *pmpp_dynamic_shared(const char *name, size_t elem_size, const char *elem_type);
+
+/* ---- errors raised from kernel code ---------------------------------------------------- */
+void pmpp_device_assert(const char *expr, const char *file, int line, const char *func)
+    __attribute__((noreturn));
+void pmpp_trap(const char *what, const char *file, int line) __attribute__((noreturn));
+/* Checked builds: bounds check of an atomic's address (atomics never race with each other). */
+void pmpp_check_atomic(const void *addr, size_t size, const void *pc);
+
+/* ---- module table (generated at the end of each module) ------------------------------- */
+typedef void (*pmpp_thunk)(void **args);
+typedef struct pmpp_kernel_entry {
+    const char *name;
+    pmpp_thunk thunk;
+    int32_t nparams;
+    const uint32_t *param_sizes;
+} pmpp_kernel_entry;
+
+/* ---- launching (called by the worker through ctypes) ---------------------------------- */
+typedef struct pmpp_region_desc {
+    void *base;
+    uint64_t size;
+    uint32_t elem_size;
+    uint32_t is_const;
+    const char *name;      /* parameter name */
+    const char *type_name; /* numpy dtype name */
+} pmpp_region_desc;
+
+enum {
+    PMPP_OK = 0,
+    PMPP_ERR_OUT_OF_BOUNDS = 1,
+    PMPP_ERR_RACE = 2,
+    PMPP_ERR_DIVERGENCE = 3,
+    PMPP_ERR_ASSERT = 4,
+    PMPP_ERR_LIMIT = 5,
+    PMPP_ERR_DEADLOCK = 6
+};
+
+#define PMPP_ERROR_MSG_LEN 4096
+typedef struct pmpp_launch_desc {
+    pmpp_thunk thunk;
+    void **args;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint64_t shared_mem;
+    int32_t check;
+    int32_t nthreads; /* OS threads to spread the blocks over */
+    const char *kernel_name;
+    int32_t nregions;
+    const pmpp_region_desc *regions;
+    /* out */
+    int32_t error_kind;
+    char error_msg[PMPP_ERROR_MSG_LEN];
+} pmpp_launch_desc;
+
+int pmpp_launch(pmpp_launch_desc *desc);
+/* Address and size (from the ELF symbol table) of a global variable of a loaded module. */
+int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size);
+const char *pmpp_runtime_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PMPP_ABI_H */

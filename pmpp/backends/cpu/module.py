@@ -1,0 +1,184 @@
+"""CpuModule: a CUDA source compiled for the CPU engine, and its launches."""
+
+import itertools
+import os
+
+import numpy as np
+
+from pmpp.errors import (BarrierDivergenceError, KernelCrashError, OutOfBoundsError, RaceError)
+
+from . import client as _client
+from . import source as _source
+from . import toolchain
+
+_ERRORS = {1: OutOfBoundsError, 2: RaceError, 3: BarrierDivergenceError, 4: KernelCrashError,
+           5: ValueError, 6: BarrierDivergenceError}
+_ids = itertools.count(1)
+DEFAULT_TIMEOUT = 60.0
+
+
+def default_timeout():
+    env = os.environ.get("PMPP_CPU_TIMEOUT")
+    return float(env) if env else DEFAULT_TIMEOUT
+
+
+class CpuModule:
+    """A CUDA source compiled with the host g++ and run with CUDA's execution model.
+
+    ``source`` starts with ``#line 1 "<filename>"``; ``options`` are NVRTC-style (-D, -U, -I,
+    -std pass to g++; GPU-only ones are ignored); ``kernel_names`` name non-template
+    ``__global__`` functions, ``name_expressions`` template instances such as ``"reduce<256>"``.
+    ``check=True`` compiles an instrumented build whose launches raise OutOfBoundsError,
+    RaceError or BarrierDivergenceError. A launch running longer than ``timeout`` seconds
+    (default 60, or $PMPP_CPU_TIMEOUT) raises KernelTimeoutError.
+    """
+
+    def __init__(self, source, *, filename, options=(), kernel_names=(), name_expressions=(),
+                 check=False, timeout=None):
+        self.filename = filename
+        self.check = bool(check)
+        self.timeout = default_timeout() if timeout is None else float(timeout)
+        self._names = list(dict.fromkeys([*kernel_names, *name_expressions]))
+        self.library_path = toolchain.build_module(
+            source, filename=filename, options=tuple(options), names=self._names,
+            n_kernel_names=len(list(dict.fromkeys(kernel_names))), check=self.check)
+        self._constants = _source.constant_symbols(source)
+        self._id = next(_ids)
+        self._generation = None  # worker generation this module is loaded in
+        self._param_sizes = None
+        self._symbol_writes = []  # (name, bytes), replayed into a restarted worker
+
+    def __repr__(self):
+        return (f"CpuModule({self.filename!r}, kernels={self._names}"
+                f"{', check=True' if self.check else ''})")
+
+    @property
+    def kernel_names(self):
+        return list(self._names)
+
+    def param_sizes(self, name):
+        """sizeof of each parameter of kernel ``name``, from C++."""
+        self._check_name(name)
+        with _client.client().lock:
+            self._ensure_loaded()
+            return list(self._param_sizes[name])
+
+    def _check_name(self, name):
+        if name not in self._names:
+            raise ValueError(f"{self.filename} has no launchable kernel {name!r}; available: "
+                             f"{', '.join(self._names) or '(none)'}")
+
+    def _ensure_loaded(self):
+        """Load the module into the (possibly restarted) worker; replay __constant__ writes."""
+        worker = _client.client()
+        worker.ensure_started()
+        if self._generation == worker.generation:
+            return
+        what = f"loading {self.filename}"
+        reply = self._request(worker, ("load", self._id, str(self.library_path)), what)
+        self._param_sizes = reply[1]
+        for name, data in self._symbol_writes:
+            self._request(worker, ("symbol", self._id, name, data), what)
+        self._generation = worker.generation
+
+    def _request(self, worker, message, what, timeout=120.0, **kw):
+        try:
+            reply = worker.request(message, timeout=timeout, **kw)
+        except _client.WorkerDied as died:
+            raise _client.crash_error(what, died) from None
+        except _client.WorkerTimedOut:
+            raise _client.timeout_error(what, timeout) from None
+        if reply[0] == "error" and reply[1] == "RuntimeError":
+            raise RuntimeError(f"pmpp's CPU worker failed while {what}:\n{reply[2]}")
+        return reply
+
+    def copy_to_symbol(self, name, array):
+        """Copy ``array`` into the module's ``__constant__`` (or other global) variable ``name``,
+        like cudaMemcpyToSymbol. The value persists across launches."""
+        data = np.ascontiguousarray(array).tobytes()
+        worker = _client.client()
+        with worker.lock:
+            self._ensure_loaded()
+            reply = self._request(worker, ("symbol", self._id, name, data), f"copying to {name!r}")
+        if reply[0] == "missing":
+            listed = ", ".join(self._constants) or "(none)"
+            raise ValueError(f"{self.filename} has no __constant__ (or global) variable {name!r}; "
+                             f"its __constant__ variables: {listed}")
+        if reply[0] == "too_big":
+            raise ValueError(f"cannot copy {len(data)} bytes into {name!r} of {self.filename}, "
+                             f"which has {reply[1]} bytes")
+        self._symbol_writes = [(n, d) for n, d in self._symbol_writes
+                               if not (n == name and len(d) <= len(data))]
+        self._symbol_writes.append((name, data))
+
+    def launch(self, name, grid, block, shared_mem, args, arg_names, writable):
+        """Run kernel ``name`` on ``grid`` x ``block`` threads. Arrays in ``args`` are passed as
+        pointers to their data; those marked ``writable`` get the kernel's writes back in place."""
+        self._check_name(name)
+        worker = _client.client()
+        with worker.lock:
+            self._ensure_loaded()
+            sizes = self._param_sizes[name]
+            specs, send, receive = self._marshal(name, sizes, args, arg_names, writable)
+            message = ("launch", self._id, name, tuple(int(g) for g in grid),
+                       tuple(int(b) for b in block), int(shared_mem), self.check, specs)
+            what = f"kernel {name!r} ({self.filename})"
+            try:
+                reply = self._request(worker, message, what, timeout=self.timeout, send=send,
+                                      receive=receive)
+            finally:
+                worker.forward_stdout()
+        if reply[0] == "error":
+            raise _ERRORS.get(reply[1], RuntimeError)(reply[2])
+
+    def _marshal(self, name, sizes, args, arg_names, writable):
+        if len(args) != len(sizes):
+            raise TypeError(f"kernel {name!r} takes {len(sizes)} arguments, {len(args)} given")
+        specs, send, seen = [], [], {}
+        for i, arg in enumerate(args):
+            pname = arg_names[i] if i < len(arg_names) else f"argument {i}"
+            wants_back = bool(writable[i]) if i < len(writable) else True
+            if isinstance(arg, np.ndarray):
+                if sizes[i] != 8:
+                    raise TypeError(f"argument {pname!r} of kernel {name!r} is an array, but that "
+                                    f"parameter is a {sizes[i]}-byte value")
+                if not arg.flags.c_contiguous:
+                    raise ValueError(f"argument {pname!r} of kernel {name!r} must be C-contiguous: "
+                                     "pass np.ascontiguousarray(...)")
+                if arg.dtype.hasobject:
+                    raise TypeError(f"argument {pname!r} of kernel {name!r} has dtype object")
+                key = (arg.__array_interface__["data"][0], arg.nbytes)
+                if key in seen:  # the same buffer twice: one copy in the worker, as on the GPU
+                    j = seen[key]
+                    specs.append(("alias", j))
+                    specs[j][5] = specs[j][5] or wants_back
+                    continue
+                for j in seen.values():
+                    if np.may_share_memory(arg, args[j]):
+                        other = arg_names[j] if j < len(arg_names) else f"argument {j}"
+                        raise ValueError(f"arguments {pname!r} and {other!r} of kernel {name!r} "
+                                         "overlap: pass the whole array once")
+                seen[key] = i
+                specs.append(["array", arg.nbytes, arg.itemsize, arg.dtype.name, pname, wants_back])
+                send.append(_bytes_view(arg, pname, name, writable=False))
+            elif isinstance(arg, np.generic):
+                data = arg.tobytes()
+                if len(data) != sizes[i]:
+                    raise TypeError(f"argument {pname!r} of kernel {name!r} is a {len(data)}-byte "
+                                    f"{arg.dtype.name}, but that parameter has {sizes[i]} bytes: "
+                                    "pass a numpy scalar of the parameter's type "
+                                    "(np.float32, np.int32, ...)")
+                specs.append(("scalar", data))
+            else:
+                raise TypeError(f"argument {pname!r} of kernel {name!r} must be a numpy array or a "
+                                f"numpy scalar (np.float32(...), np.int32(...)), not "
+                                f"{type(arg).__name__}")
+        receive = [_bytes_view(args[i], specs[i][4], name) for i in range(len(specs))
+                   if specs[i][0] == "array" and specs[i][5]]
+        return [tuple(s) for s in specs], send, receive
+
+
+def _bytes_view(arr, pname, kernel, writable=True):
+    if writable and not arr.flags.writeable:
+        raise ValueError(f"argument {pname!r} of kernel {kernel!r} is read-only but marked writable")
+    return memoryview(arr.reshape(-1).view(np.uint8))

@@ -1,0 +1,298 @@
+"""The CPU engine's toolchain: find g++ and Boost.Context, build the runtime library once, and
+compile kernel modules into a disk cache.
+
+Cache layout (``$PMPP_CACHE_DIR/cpu`` or ``~/.cache/pmpp/cpu``): ``libpmpp_cpu_rt-<key>.so``
+(the runtime, keyed by its sources and the compiler), ``mod-<key>.so`` (a module, keyed by its
+prepared source, options, compiler, runtime and check flag) with ``mod-<key>.deps.json`` (hashes
+of the user headers it included). Files are written to a temporary name and renamed, so several
+processes can share the cache.
+"""
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from pmpp.errors import BackendUnavailableError, CompileError
+
+from . import source as _source
+
+HERE = Path(__file__).resolve().parent
+INCLUDE_DIR = HERE / "include"
+RUNTIME_SOURCE = HERE / "runtime" / "pmpp_runtime.cpp"
+ENGINE_VERSION = "1"  # bump when generated code or flags change
+DEBUG_PREFIX = "/pmpp-build"  # what the cache directory is called in debug info
+
+PLAIN_FLAGS = ["-O2"]
+# Every load/store of kernel code becomes a call __asan_{load,store}N_noabort(addr), which the
+# runtime defines (no libasan): see runtime/pmpp_runtime.cpp.
+CHECK_FLAGS = [
+    "-O1", "-g", "-gdwarf-4", "-DPMPP_CHECK=1",
+    "-fsanitize=kernel-address", "-fsanitize-recover=kernel-address",
+    "--param", "asan-instrumentation-with-call-threshold=0",
+    "--param", "asan-stack=0", "--param", "asan-globals=0",
+]
+# -fno-gnu-unique: separately dlopen'ed modules would otherwise share g++'s STB_GNU_UNIQUE
+# symbols (template statics) and crash when one of them is unloaded or differs.
+COMMON_FLAGS = ["-fPIC", "-shared", "-fno-gnu-unique", "-fno-strict-aliasing",
+                "-Wno-unknown-pragmas", "-pthread"]
+
+_INSTALL_HINT = ("install a C++ compiler (Debian/Ubuntu: apt install g++; conda: conda install "
+                 "gxx_linux-64) and Boost.Context (pip install cmeel-boost)")
+
+
+def cache_dir():
+    base = os.environ.get("PMPP_CACHE_DIR")
+    path = Path(base) / "cpu" if base else Path.home() / ".cache" / "pmpp" / "cpu"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiler():
+    """(path, version line) of the C++ compiler."""
+    cxx = os.environ.get("PMPP_CXX") or shutil.which("g++")
+    if not cxx:
+        raise BackendUnavailableError(f"pmpp's CPU engine needs g++, which was not found: {_INSTALL_HINT}")
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BackendUnavailableError(f"pmpp's CPU engine cannot run {cxx}: {exc}; {_INSTALL_HINT}") from exc
+    return cxx, out.splitlines()[0].strip()
+
+
+@functools.lru_cache(maxsize=None)
+def boost():
+    """(include dir or None for the system's, library dir or None) of Boost.Context."""
+    try:
+        prefix = Path(metadata.distribution("cmeel-boost").locate_file("cmeel.prefix"))
+        inc, lib = prefix / "include", prefix / "lib"
+        if (inc / "boost/context/detail/fcontext.hpp").exists() and any(lib.glob("libboost_context.so*")):
+            return str(inc), str(lib)
+    except metadata.PackageNotFoundError:
+        pass
+    for inc in ("/usr/include", "/usr/local/include"):
+        if Path(inc, "boost/context/detail/fcontext.hpp").exists():
+            return None, None
+    raise BackendUnavailableError(
+        "pmpp's CPU engine needs Boost.Context for its fibers, which was not found: pip install "
+        "cmeel-boost (or apt install libboost-context-dev)")
+
+
+def _digest(*parts):
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _engine_digest():
+    files = sorted(INCLUDE_DIR.glob("*.h")) + [RUNTIME_SOURCE, Path(_source.__file__)]
+    return _digest(ENGINE_VERSION, *(f.name.encode() + f.read_bytes() for f in files))
+
+
+def _tmp_name(final):
+    return final.with_name(f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
+@functools.lru_cache(maxsize=None)
+def runtime_library():
+    """Path of the runtime library (built on first use, then cached)."""
+    cxx, version = compiler()
+    inc, lib = boost()
+    key = _digest(_engine_digest(), version, inc, lib)[:16]
+    out = cache_dir() / f"libpmpp_cpu_rt-{key}.so"
+    if out.exists():
+        return out
+    tmp = _tmp_name(out)
+    cmd = [cxx, "-std=c++17", "-O2", *COMMON_FLAGS, "-iquote", str(INCLUDE_DIR)]
+    if inc:
+        cmd += ["-isystem", inc]
+    cmd += [str(RUNTIME_SOURCE), "-o", str(tmp), f"-Wl,-soname,{out.name}"]
+    if lib:
+        cmd += ["-L", lib, f"-Wl,-rpath,{lib}"]
+    cmd += ["-lboost_context", "-ldl"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise BackendUnavailableError(
+            f"pmpp's CPU engine could not build its runtime library ({_INSTALL_HINT}):\n"
+            f"{' '.join(cmd)}\n{proc.stderr}")
+    os.replace(tmp, out)
+    return out
+
+
+def translate_options(options):
+    """NVRTC-style options -> g++ flags: -D, -U, -I and -std pass, GPU-only ones are dropped."""
+    flags, std = [], "c++17"
+    opts = list(options)
+    i = 0
+    while i < len(opts):
+        opt = str(opts[i])
+        i += 1
+        for short, long in (("-D", "--define-macro"), ("-U", "--undefine-macro"), ("-I", "--include-path")):
+            value = None
+            if opt in (short, long) and i < len(opts):
+                value, i = str(opts[i]), i + 1
+            elif opt.startswith(long + "="):
+                value = opt[len(long) + 1:]
+            elif opt.startswith(short) and len(opt) > 2:
+                value = opt[2:]
+            if value is not None:
+                if short == "-I":
+                    value = os.path.abspath(value)
+                flags.append(short + value)
+                break
+        else:
+            m = re.fullmatch(r"--?std=(?:c|gnu)\+\+(\d+)", opt)
+            if m:
+                std = "c++17" if m.group(1) in ("98", "03", "0x", "11", "14") else f"c++{m.group(1)}"
+            # everything else (-arch=..., --use_fast_math, -lineinfo, -G, ...) is for the GPU
+    return [f"-std={std}", *flags]
+
+
+def _dependencies(dep_file, own_source):
+    """{path: sha256} of the user headers a compile read (from g++ -MMD)."""
+    try:
+        text = Path(dep_file).read_text()
+    except OSError:
+        return {}
+    text = text.replace("\\\n", " ")
+    _, _, deps = text.partition(":")
+    paths = {}
+    for path in re.split(r"(?<!\\)\s+", deps.strip()):
+        path = path.replace("\\ ", " ")
+        if not path or Path(path) == Path(own_source) or Path(path).parent == INCLUDE_DIR:
+            continue
+        try:
+            paths[os.path.abspath(path)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            pass
+    return paths
+
+
+def _deps_current(deps_json):
+    try:
+        deps = json.loads(Path(deps_json).read_text())
+    except (OSError, ValueError):
+        return False
+    for path, digest in deps.items():
+        try:
+            if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def build_module(src, *, filename, options, names, n_kernel_names, check):
+    """Path of the compiled module for ``src`` (from the cache when possible)."""
+    cxx, version = compiler()
+    runtime = runtime_library()
+    flags = translate_options(options)
+    prepared = _source.rewrite(src, filename) + _source.kernel_table(names)
+    key = _digest(_engine_digest(), version, runtime.name, prepared, *flags, check)[:32]
+    out_dir = cache_dir()
+    so = out_dir / f"mod-{key}.so"
+    deps_json = out_dir / f"mod-{key}.deps.json"
+    if so.exists() and _deps_current(deps_json):
+        return so
+    cpp = out_dir / f"mod-{key}.cpp"
+    tmp_cpp = _tmp_name(cpp)
+    tmp_cpp.write_text(prepared)
+    os.replace(tmp_cpp, cpp)
+    tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
+    cmd = [cxx, *flags, *(CHECK_FLAGS if check else PLAIN_FLAGS), *COMMON_FLAGS,
+           f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
+           "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
+           "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-x", "none",
+           "-o", str(tmp_so), str(runtime), f"-Wl,-rpath,{runtime.parent}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=out_dir)
+    if proc.returncode != 0:
+        tmp_so.unlink(missing_ok=True)
+        tmp_dep.unlink(missing_ok=True)
+        raise compile_error(proc.stderr or proc.stdout, filename, names, n_kernel_names)
+    deps = _dependencies(tmp_dep, cpp)
+    tmp_dep.unlink(missing_ok=True)
+    tmp_json = _tmp_name(deps_json)
+    tmp_json.write_text(json.dumps(deps))
+    os.replace(tmp_json, deps_json)
+    os.replace(tmp_so, so)
+    return so
+
+
+_DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
+_USER_CONTEXT = re.compile(
+    r"^(?:In file included from |\s+from )?(?P<file>[^:\n]+?):(?P<line>\d+)(?::\d+)?[:,]\s*(?:required from|$)")
+
+
+def _is_internal(path):
+    """True for our shim headers, system headers and the generated source file."""
+    p = path.strip()
+    return (p.startswith(str(INCLUDE_DIR)) or p.startswith("/usr/") or p.startswith("<")
+            or Path(p).name.startswith("mod-") and p.endswith(".cpp"))
+
+
+def compile_error(log, filename, names, n_kernel_names):
+    """CompileError naming the .cu file and line of the first error, with the whole log."""
+    lines = log.splitlines()
+    for idx, text in enumerate(lines):
+        m = _DIAGNOSTIC.match(text)
+        if not m:
+            continue
+        file, line, msg = m.group("file"), int(m.group("line")), m.group("msg").strip()
+        if file == _source.REGISTRATION_FILE:
+            entry = line - 2
+            name = names[entry] if 0 <= entry < len(names) else "?"
+            origin = "kernel_names" if entry < n_kernel_names else "name_expressions"
+            return CompileError(
+                f"{filename}: cannot make '{name}' (from {origin}) a launchable kernel: {msg}. "
+                f"It must name a __global__ function of {filename}"
+                f"{' with its template arguments' if origin == 'name_expressions' else ''}.\n\n{log}",
+                filename=filename, line=None, log=log)
+        if _is_internal(file):
+            for prev in reversed(lines[:idx]):
+                if _DIAGNOSTIC.match(prev):
+                    break
+                c = _USER_CONTEXT.match(prev)
+                if c and not _is_internal(c.group("file")):
+                    file, line = c.group("file"), int(c.group("line"))
+                    break
+        return CompileError(f"{file}:{line}: {msg}\n\n{log}", filename=file, line=line, log=log)
+    return CompileError(f"{filename}: g++ failed:\n{log}", filename=filename, log=log)
+
+
+def symbolize(message):
+    """Replace the runtime's ``{{pc:module.so:0xOFFSET}}`` markers by ``file.cu:line``."""
+    markers = re.findall(r"\{\{pc:(.+?):0x([0-9a-f]+)\}\}", message)
+    if not markers:
+        return message
+    by_module = {}
+    for path, offset in markers:
+        by_module.setdefault(path, []).append(offset)
+    where = {}
+    addr2line = shutil.which("addr2line")
+    for path, offsets in by_module.items():
+        results = []
+        if addr2line:
+            try:
+                results = subprocess.run([addr2line, "-e", path, *(f"0x{o}" for o in offsets)],
+                                         capture_output=True, text=True, timeout=30).stdout.splitlines()
+            except (OSError, subprocess.SubprocessError):
+                results = []
+        for offset, result in zip(offsets, results + [""] * len(offsets)):
+            result = re.sub(r"\s*\(discriminator \d+\)", "", result).strip()
+            if result.startswith(DEBUG_PREFIX + "/"):
+                result = result[len(DEBUG_PREFIX) + 1:]
+            if not result or result.startswith("??"):
+                result = f"{Path(path).name}+0x{offset}"
+            where[(path, offset)] = result
+    return re.sub(r"\{\{pc:(.+?):0x([0-9a-f]+)\}\}", lambda m: where[(m.group(1), m.group(2))], message)

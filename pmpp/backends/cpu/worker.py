@@ -1,0 +1,189 @@
+"""The CPU engine's worker process: ``python -m pmpp.backends.cpu.worker IN_FD OUT_FD``.
+
+It loads compiled kernel modules and runs launches, so a kernel that crashes or never ends
+takes down this process, not the notebook (client.py restarts it). Requests and replies are
+pickled tuples on two pipes (multiprocessing.connection); array data follows a request or a
+reply as raw byte messages, received straight into place. File descriptor 1 is left to the
+kernels' printf: the parent points it at a file and forwards what appears.
+
+Requests:
+  ("init", runtime_path, nthreads)                     -> ("ok", pid)
+  ("load", module_id, library_path)                    -> ("ok", {kernel: [param sizes]})
+  ("symbol", module_id, name, data)                    -> ("ok",) | ("missing",) | ("too_big", size)
+  ("launch", module_id, kernel, grid, block, shared_mem, check, specs) + one message per array
+      -> ("ok",) + one message per writable array    | ("error", kind, message)
+  specs: ("array", nbytes, itemsize, dtype, name, writable) | ("alias", arg_index) | ("scalar", bytes)
+"""
+
+import ctypes
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+CHECK_PAD = 64 * 1024  # red zone before and after each argument array in checked launches
+
+
+class RegionDesc(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_uint64), ("elem_size", ctypes.c_uint32),
+                ("is_const", ctypes.c_uint32), ("name", ctypes.c_char_p), ("type_name", ctypes.c_char_p)]
+
+
+class LaunchDesc(ctypes.Structure):
+    _fields_ = [("thunk", ctypes.c_void_p), ("args", ctypes.c_void_p),
+                ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3),
+                ("shared_mem", ctypes.c_uint64), ("check", ctypes.c_int32), ("nthreads", ctypes.c_int32),
+                ("kernel_name", ctypes.c_char_p), ("nregions", ctypes.c_int32),
+                ("regions", ctypes.c_void_p), ("error_kind", ctypes.c_int32),
+                ("error_msg", ctypes.c_char * 4096)]
+
+
+class KernelEntry(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("thunk", ctypes.c_void_p), ("nparams", ctypes.c_int32),
+                ("param_sizes", ctypes.POINTER(ctypes.c_uint32))]
+
+
+def _aligned(nbytes, pad, align=64):
+    """A uint8 buffer and the offset of an ``align``-aligned data area with ``pad`` bytes around it."""
+    raw = np.empty(nbytes + 2 * pad + align, np.uint8)
+    return raw, (-raw.ctypes.data) % align + pad
+
+
+class Worker:
+    def __init__(self, rx, tx):
+        self.rx, self.tx = rx, tx
+        self.runtime = None
+        self.nthreads = 1
+        self.modules = {}  # id -> (CDLL, {name: (thunk, sizes)})
+        self.loaded_paths = set()
+        self.private_dir = None
+
+    def serve(self):
+        while True:
+            try:
+                request = self.rx.recv()
+            except EOFError:
+                return
+            try:
+                reply, payload = getattr(self, "do_" + request[0])(*request[1:])
+            except Exception:  # report, keep serving
+                reply, payload = ("error", "RuntimeError", traceback.format_exc()), ()
+            self.tx.send(reply)
+            for raw, offset, nbytes in payload:
+                self.tx.send_bytes(raw, offset, nbytes)
+
+    def do_init(self, runtime_path, nthreads):
+        self.runtime = ctypes.CDLL(runtime_path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        self.runtime.pmpp_launch.argtypes = [ctypes.POINTER(LaunchDesc)]
+        self.runtime.pmpp_symbol.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                             ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64)]
+        self.nthreads = max(1, int(nthreads))
+        return ("ok", os.getpid()), ()
+
+    def do_load(self, module_id, path):
+        if path in self.loaded_paths:
+            # A second module from the same cached library gets its own copy, so that its
+            # globals (__constant__ memory) are its own, as for separately loaded CUDA modules.
+            if self.private_dir is None:
+                self.private_dir = tempfile.mkdtemp(prefix="pmpp-cpu-worker-")
+            copy = os.path.join(self.private_dir, f"{module_id}-{os.path.basename(path)}")
+            shutil.copyfile(path, copy)
+            path = copy
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        self.loaded_paths.add(path)
+        count = ctypes.c_int.in_dll(lib, "pmpp_module_kernel_count").value
+        table = (KernelEntry * (count + 1)).in_dll(lib, "pmpp_module_kernels")
+        kernels = {}
+        for entry in table[:count]:
+            sizes = [entry.param_sizes[k] for k in range(entry.nparams)]
+            kernels[entry.name.decode()] = (entry.thunk, sizes)
+        self.modules[module_id] = (lib, kernels)
+        return ("ok", {name: sizes for name, (_, sizes) in kernels.items()}), ()
+
+    def do_symbol(self, module_id, name, data):
+        lib, _ = self.modules[module_id]
+        addr, size = ctypes.c_void_p(), ctypes.c_uint64()
+        if not self.runtime.pmpp_symbol(lib._handle, name.encode(), ctypes.byref(addr), ctypes.byref(size)):
+            return ("missing",), ()
+        if size.value and len(data) > size.value:
+            return ("too_big", size.value), ()
+        ctypes.memmove(addr.value, data, len(data))
+        return ("ok",), ()
+
+    def do_launch(self, module_id, kernel, grid, block, shared_mem, check, specs):
+        # Receive every array first, whatever happens next: they are already in the pipe.
+        arrays = {}
+        for i, spec in enumerate(specs):
+            if spec[0] == "array":
+                raw, offset = _aligned(spec[1], CHECK_PAD if check else 0)
+                self.rx.recv_bytes_into(raw, offset)
+                arrays[i] = (raw, offset)
+        _, kernels = self.modules[module_id]
+        thunk, sizes = kernels[kernel]
+        n = len(specs)
+        slots = np.zeros(max(n, 1) * 64 + 64, np.uint8)  # one 64-byte-aligned slot per parameter
+        base = slots.ctypes.data + (-slots.ctypes.data) % 64
+        pointers = (ctypes.c_void_p * max(n, 1))()
+        regions = (RegionDesc * max(n, 1))()
+        names = []
+        nregions = 0
+        for i, spec in enumerate(specs):
+            slot = base + 64 * i
+            if spec[0] == "array":
+                raw, offset = arrays[i]
+                ctypes.c_void_p.from_address(slot).value = raw.ctypes.data + offset
+                _, nbytes, itemsize, dtype, name, writable = spec
+                names += [name.encode(), dtype.encode()]
+                regions[nregions] = RegionDesc(raw.ctypes.data + offset, nbytes, itemsize,
+                                               int(not writable), names[-2], names[-1])
+                nregions += 1
+            elif spec[0] == "alias":
+                ctypes.memmove(slot, base + 64 * spec[1], 8)
+            else:
+                data = spec[1]
+                if len(data) > 64:
+                    big = np.frombuffer(data, np.uint8).copy()
+                    names.append(big)
+                    ctypes.c_void_p.from_address(slot).value = None
+                    pointers[i] = big.ctypes.data
+                    continue
+                ctypes.memmove(slot, data, len(data))
+            pointers[i] = slot
+        desc = LaunchDesc()
+        desc.thunk = thunk
+        desc.args = ctypes.cast(pointers, ctypes.c_void_p)
+        desc.grid[:] = list(grid)
+        desc.block[:] = list(block)
+        desc.shared_mem = shared_mem
+        desc.check = int(bool(check))
+        desc.nthreads = self.nthreads
+        desc.kernel_name = kernel.encode()
+        desc.nregions = nregions
+        desc.regions = ctypes.cast(regions, ctypes.c_void_p)
+        kind = self.runtime.pmpp_launch(ctypes.byref(desc))
+        sys.stdout.flush()
+        if kind:
+            from .toolchain import symbolize
+            return ("error", kind, symbolize(desc.error_msg.decode(errors="replace"))), ()
+        payload = [(arrays[i][0], arrays[i][1], spec[1]) for i, spec in enumerate(specs)
+                   if spec[0] == "array" and spec[5]]
+        return ("ok",), payload
+
+
+def main(argv):
+    rx = Connection(int(argv[1]), writable=False)
+    tx = Connection(int(argv[2]), readable=False)
+    worker = Worker(rx, tx)
+    try:
+        worker.serve()
+    finally:
+        if worker.private_dir:
+            shutil.rmtree(worker.private_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
