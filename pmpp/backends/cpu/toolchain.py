@@ -30,13 +30,14 @@ ENGINE_VERSION = "1"  # bump when generated code or flags change
 DEBUG_PREFIX = "/pmpp-build"  # what the cache directory is called in debug info
 
 PLAIN_FLAGS = ["-O2"]
-# Every load/store of kernel code becomes a call __asan_{load,store}N_noabort(addr), which the
-# runtime defines (no libasan): see runtime/pmpp_runtime.cpp.
+# Every load/store of kernel code that may touch shared data becomes a call
+# __tsan_{read,write}N(addr), which the runtime defines: the object is compiled with g++'s
+# ThreadSanitizer instrumentation and linked WITHOUT libtsan (see runtime/pmpp_runtime.cpp for
+# why not AddressSanitizer's). -gdwarf-4: binutils 2.40's addr2line misreads g++ 12's DWARF 5
+# file table and would name the generated .cpp instead of the #line file.
 CHECK_FLAGS = [
     "-O1", "-g", "-gdwarf-4", "-DPMPP_CHECK=1",
-    "-fsanitize=kernel-address", "-fsanitize-recover=kernel-address",
-    "--param", "asan-instrumentation-with-call-threshold=0",
-    "--param", "asan-stack=0", "--param", "asan-globals=0",
+    "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0",
 ]
 # -fno-gnu-unique: separately dlopen'ed modules would otherwise share g++'s STB_GNU_UNIQUE
 # symbols (template statics) and crash when one of them is unloaded or differs.
@@ -210,12 +211,18 @@ def build_module(src, *, filename, options, names, n_kernel_names, check):
     tmp_cpp.write_text(prepared)
     os.replace(tmp_cpp, cpp)
     tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
-    cmd = [cxx, *flags, *(CHECK_FLAGS if check else PLAIN_FLAGS), *COMMON_FLAGS,
-           f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
-           "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
-           "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-x", "none",
-           "-o", str(tmp_so), str(runtime), f"-Wl,-rpath,{runtime.parent}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=out_dir)
+    tmp_obj = _tmp_name(out_dir / f"mod-{key}.o")
+    # Compile and link separately: g++ would add libtsan to a -fsanitize=thread link.
+    compile_cmd = [cxx, *flags, *(CHECK_FLAGS if check else PLAIN_FLAGS), *COMMON_FLAGS, "-c",
+                   f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
+                   "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
+                   "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
+    link_cmd = [cxx, *COMMON_FLAGS, str(tmp_obj), "-o", str(tmp_so), str(runtime),
+                f"-Wl,-rpath,{runtime.parent}"]
+    proc = subprocess.run(compile_cmd, capture_output=True, text=True, cwd=out_dir)
+    if proc.returncode == 0:
+        proc = subprocess.run(link_cmd, capture_output=True, text=True, cwd=out_dir)
+    tmp_obj.unlink(missing_ok=True)
     if proc.returncode != 0:
         tmp_so.unlink(missing_ok=True)
         tmp_dep.unlink(missing_ok=True)

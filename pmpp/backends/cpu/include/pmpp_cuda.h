@@ -2,9 +2,10 @@
 // kernel file that pmpp's CPU engine compiles. Kernel code calls into the runtime library
 // (pmpp_runtime.cpp) for barriers, warp primitives and shared memory.
 //
-// PMPP_CHECK=1 (checked builds, compiled with call-instrumented -fsanitize=kernel-address):
+// PMPP_CHECK=1 (checked builds, compiled with -fsanitize=thread instrumentation, see toolchain.py):
 // helpers that touch memory the kernel cannot name (the runtime's thread context, kernel
-// argument slots) are no_sanitize_address and therefore never inlined into kernel code.
+// argument slots) and the atomics are not instrumented, and therefore never inlined into kernel
+// code (g++ does not inline across differing sanitizer attributes).
 #ifndef PMPP_CUDA_H
 #define PMPP_CUDA_H
 
@@ -29,8 +30,8 @@
 #endif
 
 #if PMPP_CHECK
-#define PMPP_NOSAN __attribute__((no_sanitize_address))
-#define PMPP_ATOMIC_FN inline __attribute__((no_sanitize_address, noinline))
+#define PMPP_NOSAN __attribute__((no_sanitize("thread")))
+#define PMPP_ATOMIC_FN inline __attribute__((no_sanitize("thread"), noinline))
 #define PMPP_ATOMIC_CHECK(p) \
     pmpp_check_atomic((const void *)(p), sizeof(*(p)), __builtin_return_address(0))
 #else

@@ -14,11 +14,15 @@
 // swapcontext ~390 ns (it saves and restores the signal mask with a system call on every
 // switch); one OS thread per CUDA thread ~1 us (kernel futex wake-ups).
 //
-// Checked builds (-fsanitize=kernel-address with call instrumentation, see toolchain.py) call
-// __asan_{load,store}N_noabort before every memory access of kernel code. The definitions at
-// the end of this file turn those calls into bounds checks against the launch's known regions
-// (argument arrays with red zones, __shared__ arrays with red zones, the module's globals, the
-// fiber's own stack) and into a happens-before race detector for shared memory.
+// Checked builds are compiled with g++'s ThreadSanitizer instrumentation but without its runtime
+// library (see toolchain.py): kernel code then calls __tsan_{read,write}N(addr) before every
+// load and store of memory that may be shared. The definitions at the end of this file turn those
+// calls into bounds checks against the launch's known regions (argument arrays with red zones,
+// __shared__ arrays with red zones, the module's globals, the fiber's own stack) and into a
+// happens-before race detector for shared memory. (AddressSanitizer's call instrumentation,
+// -fsanitize=kernel-address, would do for bounds, but it skips the check of an address already
+// checked in the same basic block: the store of `sdata[tid] += x` is never reported, and a race
+// detector needs every write.)
 //
 // This file is compiled without instrumentation into its own shared library, loaded once per
 // worker process; every kernel module links against it.
@@ -890,53 +894,100 @@ int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size) {
 const char *pmpp_runtime_version(void) { return "pmpp-cpu-runtime 1"; }
 
 // Called by instrumented kernel code before every access (see the top of this file).
-#define PMPP_ASAN_HOOKS(n)                                                                   \
-    __attribute__((noinline)) void __asan_load##n##_noabort(uintptr_t a) {                 \
-        check_access(a, n, false, uintptr_t(__builtin_return_address(0)), false);           \
-    }                                                                                        \
-    __attribute__((noinline)) void __asan_store##n##_noabort(uintptr_t a) {                \
-        check_access(a, n, true, uintptr_t(__builtin_return_address(0)), false);            \
-    }                                                                                        \
-    __attribute__((noinline)) void __asan_load##n(uintptr_t a) {                           \
-        check_access(a, n, false, uintptr_t(__builtin_return_address(0)), false);           \
-    }                                                                                        \
-    __attribute__((noinline)) void __asan_store##n(uintptr_t a) {                          \
-        check_access(a, n, true, uintptr_t(__builtin_return_address(0)), false);            \
-    }                                                                                        \
-    __attribute__((noinline)) void __asan_report_load##n##_noabort(uintptr_t a) {          \
-        check_access(a, n, false, uintptr_t(__builtin_return_address(0)), false);           \
-    }                                                                                        \
-    __attribute__((noinline)) void __asan_report_store##n##_noabort(uintptr_t a) {         \
-        check_access(a, n, true, uintptr_t(__builtin_return_address(0)), false);            \
+#define PMPP_PC uintptr_t(__builtin_return_address(0))
+#define PMPP_TSAN_HOOKS(n)                                                                     \
+    __attribute__((noinline)) void __tsan_read##n(void *a) {                                   \
+        check_access(uintptr_t(a), n, false, PMPP_PC, false);                                  \
+    }                                                                                          \
+    __attribute__((noinline)) void __tsan_write##n(void *a) {                                  \
+        check_access(uintptr_t(a), n, true, PMPP_PC, false);                                   \
+    }                                                                                          \
+    __attribute__((noinline)) void __tsan_unaligned_read##n(void *a) {                         \
+        check_access(uintptr_t(a), n, false, PMPP_PC, false);                                  \
+    }                                                                                          \
+    __attribute__((noinline)) void __tsan_unaligned_write##n(void *a) {                        \
+        check_access(uintptr_t(a), n, true, PMPP_PC, false);                                   \
+    }                                                                                          \
+    __attribute__((noinline)) void __tsan_volatile_read##n(void *a) {                          \
+        check_access(uintptr_t(a), n, false, PMPP_PC, false);                                  \
+    }                                                                                          \
+    __attribute__((noinline)) void __tsan_volatile_write##n(void *a) {                         \
+        check_access(uintptr_t(a), n, true, PMPP_PC, false);                                   \
     }
-PMPP_ASAN_HOOKS(1)
-PMPP_ASAN_HOOKS(2)
-PMPP_ASAN_HOOKS(4)
-PMPP_ASAN_HOOKS(8)
-PMPP_ASAN_HOOKS(16)
+PMPP_TSAN_HOOKS(1)
+PMPP_TSAN_HOOKS(2)
+PMPP_TSAN_HOOKS(4)
+PMPP_TSAN_HOOKS(8)
+PMPP_TSAN_HOOKS(16)
 
-__attribute__((noinline)) void __asan_loadN_noabort(uintptr_t a, size_t n) {
-    check_access(a, n, false, uintptr_t(__builtin_return_address(0)), false);
+__attribute__((noinline)) void __tsan_read_range(void *a, size_t n) {
+    check_access(uintptr_t(a), n, false, PMPP_PC, false);
 }
-__attribute__((noinline)) void __asan_storeN_noabort(uintptr_t a, size_t n) {
-    check_access(a, n, true, uintptr_t(__builtin_return_address(0)), false);
+__attribute__((noinline)) void __tsan_write_range(void *a, size_t n) {
+    check_access(uintptr_t(a), n, true, PMPP_PC, false);
 }
-__attribute__((noinline)) void __asan_loadN(uintptr_t a, size_t n) {
-    check_access(a, n, false, uintptr_t(__builtin_return_address(0)), false);
-}
-__attribute__((noinline)) void __asan_storeN(uintptr_t a, size_t n) {
-    check_access(a, n, true, uintptr_t(__builtin_return_address(0)), false);
-}
-__attribute__((noinline)) void __asan_report_load_n_noabort(uintptr_t a, size_t n) {
-    check_access(a, n, false, uintptr_t(__builtin_return_address(0)), false);
-}
-__attribute__((noinline)) void __asan_report_store_n_noabort(uintptr_t a, size_t n) {
-    check_access(a, n, true, uintptr_t(__builtin_return_address(0)), false);
-}
-void __asan_handle_no_return(void) {}
-void __asan_init(void) {}
-void __asan_version_mismatch_check_v8(void) {}
-void __asan_before_dynamic_init(const char *) {}
-void __asan_after_dynamic_init(void) {}
+void __tsan_init(void) {}
+void __tsan_func_entry(void *) {}
+void __tsan_func_exit(void) {}
+void __tsan_vptr_update(void **, void *) {}
+void __tsan_vptr_read(void **) {}
+
+// Atomics written with __atomic builtins or std::atomic directly in kernel code (the prelude's
+// atomicAdd and friends are not instrumented and check their address themselves).
+#define PMPP_TSAN_ATOMICS(n, T)                                                                \
+    __attribute__((noinline)) T __tsan_atomic##n##_load(const volatile T *a, int) {            \
+        check_access(uintptr_t(a), sizeof(T), false, PMPP_PC, true);                           \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
+    }                                                                                          \
+    __attribute__((noinline)) void __tsan_atomic##n##_store(volatile T *a, T v, int) {         \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_exchange(volatile T *a, T v, int) {         \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                    \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) {        \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                     \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) {        \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                     \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) {        \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                     \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) {         \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                      \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) {        \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                     \
+    }                                                                                          \
+    __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_strong(                  \
+        volatile T *a, T *c, T v, int, int) {                                                  \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+    }                                                                                          \
+    __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_weak(                    \
+        volatile T *a, T *c, T v, int, int) {                                                  \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+    }                                                                                          \
+    __attribute__((noinline)) T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c,    \
+                                                                        T v, int, int) {       \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
+        return c;                                                                              \
+    }
+PMPP_TSAN_ATOMICS(8, uint8_t)
+PMPP_TSAN_ATOMICS(16, uint16_t)
+PMPP_TSAN_ATOMICS(32, uint32_t)
+PMPP_TSAN_ATOMICS(64, uint64_t)
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 }  // extern "C"
