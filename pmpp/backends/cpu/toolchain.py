@@ -200,7 +200,9 @@ def build_module(src, *, filename, options, names, n_kernel_names, check):
     runtime = runtime_library()
     flags = translate_options(options)
     prepared = _source.rewrite(src, filename) + _source.kernel_table(names)
-    key = _digest(_engine_digest(), version, runtime.name, prepared, *flags, check)[:32]
+    mode_flags = CHECK_FLAGS if check else PLAIN_FLAGS
+    key = _digest(_engine_digest(), version, runtime.name, prepared, *flags, *mode_flags,
+                  *COMMON_FLAGS, check)[:32]
     out_dir = cache_dir()
     so = out_dir / f"mod-{key}.so"
     deps_json = out_dir / f"mod-{key}.deps.json"
@@ -213,7 +215,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check):
     tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
     tmp_obj = _tmp_name(out_dir / f"mod-{key}.o")
     # Compile and link separately: g++ would add libtsan to a -fsanitize=thread link.
-    compile_cmd = [cxx, *flags, *(CHECK_FLAGS if check else PLAIN_FLAGS), *COMMON_FLAGS, "-c",
+    compile_cmd = [cxx, *flags, *mode_flags, *COMMON_FLAGS, "-c",
                    f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
                    "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
                    "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]

@@ -119,7 +119,9 @@ struct Launch {
     uint64_t nblocks;
     bool check;
     std::atomic<uint64_t> next{0};
-    std::atomic<bool> failed{false};
+    // Block index of the error being reported (UINT64_MAX: none). When several blocks fail, the
+    // lowest-numbered one is reported, so that the message is the same from run to run.
+    std::atomic<uint64_t> fail_block{UINT64_MAX};
     std::mutex mu;
     std::vector<std::pair<uintptr_t, uintptr_t>> segs;  // module's loaded segments
 };
@@ -132,6 +134,7 @@ struct Worker {
     uint32_t n = 0, ndone = 0, nbar = 0, nwarp = 0;
     Warp warps[32];
     pmpp_dim bid{};
+    uint64_t cur_block = 0;
     char *arena = nullptr;
     size_t arena_used = 0, static_bytes = 0;
     char *dyn_base = nullptr;
@@ -180,20 +183,20 @@ std::string pc_marker(uintptr_t pc) {
 
 const char *kname(const Launch *L) { return L->d->kernel_name ? L->d->kernel_name : "?"; }
 
-void report(Launch *L, int kind, const std::string &msg) {
+void report(Launch *L, int kind, const std::string &msg, uint64_t block = 0) {
     std::lock_guard<std::mutex> lock(L->mu);
-    if (L->d->error_kind == PMPP_OK) {
+    if (L->d->error_kind == PMPP_OK || block < L->fail_block.load(std::memory_order_relaxed)) {
         L->d->error_kind = kind;
         snprintf(L->d->error_msg, PMPP_ERROR_MSG_LEN, "%s", msg.c_str());
+        L->fail_block.store(block, std::memory_order_relaxed);
     }
-    L->failed.store(true, std::memory_order_relaxed);
 }
 
 // Stop the launch from inside a fiber: record the error and switch back to the scheduler,
 // never to be resumed (the block and the launch are abandoned).
 [[noreturn]] void fiber_fail(Fiber *f, int kind, const std::string &msg) {
     Worker *w = f->w;
-    report(w->L, kind, msg);
+    report(w->L, kind, msg, w->cur_block);
     f->state = DONE;
     bctx::jump_fcontext(w->sched, nullptr);
     __builtin_unreachable();
@@ -385,7 +388,7 @@ bool release_barrier(Worker *w) {
             msg += ". Every thread of a block must reach the same __syncthreads() (move it out "
                    "of the condition, or make the early exit a guarded body instead of a "
                    "return)";
-            report(L, PMPP_ERR_DIVERGENCE, msg);
+            report(L, PMPP_ERR_DIVERGENCE, msg, w->cur_block);
             return false;
         }
     }
@@ -415,7 +418,7 @@ void report_deadlock(Worker *w) {
         msg += "; threads " + describe_threads(w, g.ids) + " wait at " + g.where;
     msg += ". Every lane named in a warp primitive's mask must call it (and no lane may wait at "
            "__syncthreads() meanwhile)";
-    report(L, PMPP_ERR_DEADLOCK, msg);
+    report(L, PMPP_ERR_DEADLOCK, msg, w->cur_block);
 }
 
 void run_block(Worker *w, uint64_t b) {
@@ -424,6 +427,7 @@ void run_block(Worker *w, uint64_t b) {
                        unsigned(b / (uint64_t(L->gx) * L->gy))};
     const pmpp_dim bdim{L->bx, L->by, L->bz}, gdim{L->gx, L->gy, L->gz};
     const uint32_t n = L->nthr;
+    w->cur_block = b;
     w->bid = bid;
     w->n = n;
     w->ndone = w->nbar = w->nwarp = 0;
@@ -457,7 +461,7 @@ void run_block(Worker *w, uint64_t b) {
             if (f.state != RUNNABLE) continue;
             pmpp_cur = &f.c;
             f.fctx = bctx::jump_fcontext(f.fctx, w).fctx;
-            if (L->failed.load(std::memory_order_relaxed)) {
+            if (L->fail_block.load(std::memory_order_relaxed) <= w->cur_block) {
                 pmpp_cur = nullptr;
                 return;
             }
@@ -541,9 +545,9 @@ void worker_main(Launch *L, int slot) {
         report(L, PMPP_ERR_LIMIT, "out of memory for fiber stacks (set PMPP_CPU_STACK_KB lower)");
         return;
     }
-    while (!L->failed.load(std::memory_order_relaxed)) {
+    for (;;) {
         const uint64_t b = L->next.fetch_add(1, std::memory_order_relaxed);
-        if (b >= L->nblocks) break;
+        if (b >= L->nblocks || b >= L->fail_block.load(std::memory_order_relaxed)) break;
         run_block(w, b);
     }
     pmpp_cur = nullptr;
