@@ -365,8 +365,8 @@ def _cupy_run(problem, inputs):
     return cupy.max(x) if problem.get("op", "sum") == "max" else cupy.sum(x)
 
 
-def _cupy_available() -> bool:
-    return importlib.util.find_spec("cupy") is not None and pmpp.gpu_available()
+def _cupy_available(backend: str) -> bool:
+    return backend == "cupy"
 
 
 def _torch_run(problem, inputs):
@@ -377,8 +377,8 @@ def _torch_run(problem, inputs):
     return cupy.from_dlpack(r.reshape(1))
 
 
-def _torch_available() -> bool:
-    if importlib.util.find_spec("torch") is None or not _cupy_available():
+def _torch_available(backend: str) -> bool:
+    if backend != "cupy" or importlib.util.find_spec("torch") is None:
         return False
     import torch
     return torch.cuda.is_available()
@@ -469,7 +469,7 @@ CHAPTER = Chapter(
     library=(
         Library("cupy.sum (CUB)", _cupy_run, _cupy_available),
         Library("torch.sum", _torch_run, _torch_available),
-        Library("numpy.sum", _numpy_run, lambda: not pmpp.gpu_available()),
+        Library("numpy.sum", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=lambda p: f"n={p['n']:,} float32, {p.get('op', 'sum')}",
 )
