@@ -130,6 +130,7 @@ struct Worker {
     int slot = 0;
     Fiber *fibers = nullptr;
     bctx::fcontext_t sched = nullptr;
+    bctx::fcontext_t dead_slot = nullptr;  // where a finished fiber's context goes (never resumed)
     Launch *L = nullptr;
     uint32_t n = 0, ndone = 0, nbar = 0, nwarp = 0;
     Warp warps[32];
@@ -198,11 +199,43 @@ void report(Launch *L, int kind, const std::string &msg, uint64_t block = 0) {
     Worker *w = f->w;
     report(w->L, kind, msg, w->cur_block);
     f->state = DONE;
-    bctx::jump_fcontext(w->sched, nullptr);
+    bctx::jump_fcontext(w->sched, &w->dead_slot);
     __builtin_unreachable();
 }
 
-inline void yield(Worker *w) { w->sched = bctx::jump_fcontext(w->sched, nullptr).fctx; }
+// Context switches go straight from one fiber to the next runnable one in the sweep (one jump,
+// not two through the scheduler). The jump carries the address where the resumed side stores
+// the context of whoever jumped to it.
+inline void switch_to(bctx::fcontext_t *my_slot, bctx::fcontext_t target) {
+    bctx::transfer_t t = bctx::jump_fcontext(target, my_slot);
+    *static_cast<bctx::fcontext_t *>(t.data) = t.fctx;
+}
+
+// The next runnable fiber after ``from`` in this sweep, or null at the end of the sweep.
+inline Fiber *next_runnable(Worker *w, uint32_t from) {
+    for (uint32_t i = from; i < w->n; ++i)
+        if (w->fibers[i].state == RUNNABLE) return &w->fibers[i];
+    return nullptr;
+}
+
+// The current fiber stops running (it waits, or it is done): continue with the next runnable
+// fiber of the sweep, or return to the scheduler at the end of the sweep.
+inline void switch_away(Worker *w, Fiber *f, bctx::fcontext_t *my_slot) {
+    Fiber *g = w->L->fail_block.load(std::memory_order_relaxed) <= w->cur_block
+                   ? nullptr
+                   : next_runnable(w, f->lin + 1);
+    if (g) {
+        pmpp_cur = &g->c;
+        switch_to(my_slot, g->fctx);
+    } else {
+        switch_to(my_slot, w->sched);
+    }
+}
+
+inline void yield(Worker *w) {
+    Fiber *f = cur_fiber();
+    switch_away(w, f, &f->fctx);
+}
 
 // "(0,0,0)-(99,0,0) (100 threads)" for a set of linear thread indices.
 std::string describe_threads(Worker *w, const std::vector<uint32_t> &ids) {
@@ -322,14 +355,15 @@ void warp_lane_exit(Worker *w, Fiber *f) {
 // ---- fibers and the block scheduler ------------------------------------------------------
 
 void fiber_entry(bctx::transfer_t t) {
-    Worker *w = static_cast<Worker *>(t.data);
-    w->sched = t.fctx;
-    w->L->d->thunk(w->L->d->args);
+    *static_cast<bctx::fcontext_t *>(t.data) = t.fctx;
     Fiber *f = cur_fiber();
+    Worker *w = f->w;
+    w->L->d->thunk(w->L->d->args);
+    f = cur_fiber();
     f->state = DONE;
     w->ndone++;
     warp_lane_exit(w, f);
-    bctx::jump_fcontext(w->sched, nullptr);
+    switch_away(w, f, &w->dead_slot);
     __builtin_unreachable();
 }
 
@@ -456,17 +490,14 @@ void run_block(Worker *w, uint64_t b) {
         f.fctx = bctx::make_fcontext(f.stack_hi, size_t(f.stack_hi - f.stack_lo), fiber_entry);
     }
     for (;;) {
-        for (uint32_t i = 0; i < n; ++i) {
-            Fiber &f = w->fibers[i];
-            if (f.state != RUNNABLE) continue;
-            pmpp_cur = &f.c;
-            f.fctx = bctx::jump_fcontext(f.fctx, w).fctx;
-            if (L->fail_block.load(std::memory_order_relaxed) <= w->cur_block) {
-                pmpp_cur = nullptr;
-                return;
-            }
+        // One sweep: the fibers hand over to each other in index order and the last one of the
+        // sweep switches back here.
+        if (Fiber *f = next_runnable(w, 0)) {
+            pmpp_cur = &f->c;
+            switch_to(&w->sched, f->fctx);
         }
         pmpp_cur = nullptr;
+        if (L->fail_block.load(std::memory_order_relaxed) <= w->cur_block) return;
         if (w->ndone == n) return;
         if (n - w->ndone - w->nbar - w->nwarp) continue;  // lanes released during the sweep
         if (w->nwarp == 0) {
