@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .backends import backend_info, gpu_available, resolve_backend
-from .ceilings import Ceilings, ceilings
+from .device import Ceilings, ceilings
 from .errors import (BackendUnavailableError, BarrierDivergenceError, CompileError,
                      KernelCheckError, KernelCrashError, KernelTimeoutError, OutOfBoundsError,
                      PmppError, RaceError)

@@ -110,7 +110,7 @@ def _verify_sizes(chapter, variants, backend, verify) -> list[str]:
 
 
 def cmd_bench(args) -> int:
-    from .ceilings import ceilings
+    from .device import ceilings
     from .results import write_results
     from .runner import format_table, measure
     if resolve_backend("auto") != "cupy":

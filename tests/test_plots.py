@@ -7,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from pmpp import plots
-from pmpp.ceilings import Ceilings
+from pmpp.device import Ceilings
 
 LABEL = "recorded on NVIDIA H100 80GB HBM3, 2026-11-21 (commit abc1234)"
 CEILINGS = {"copy_gbs": 3000.0, "fp32_gflops": 50000.0, "peak_bw_gbs": 3352.0, "peak_fp32_gflops": 66908.0}

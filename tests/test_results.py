@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from pmpp import ceilings as ceil
+from pmpp import device as ceil
 from pmpp import results
 from pmpp.chapters.base import Model
 from pmpp.errors import BackendUnavailableError

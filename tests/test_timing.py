@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pmpp import ceilings as ceil
+from pmpp import device as ceil
 from pmpp import results
 from pmpp.timing import (CPU_WALL_CLOCK, CUDA_EVENTS, Timing, bench, gbps, gflops, on_gpu,
                          rotation_count)
