@@ -3,6 +3,7 @@ shared by every CpuModule; restarted after a crash or a timeout."""
 
 import atexit
 import fcntl
+import mmap
 import os
 import signal
 import subprocess
@@ -49,9 +50,48 @@ def default_threads():
         return os.cpu_count() or 1
 
 
+def _arena_size():
+    """Virtual size of the array arena: all of physical memory (pages are used only when touched)."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        phys = 16 << 30
+    return max(1 << 30, min(phys, 1 << 40))
+
+
+class Arena:
+    """Memory shared with the worker (a memfd both processes map): kernel argument arrays are
+    copied in before a launch and the writable ones copied out after it, with no pipe traffic."""
+
+    def __init__(self):
+        self.size = _arena_size()
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create("pmpp-cpu-arena")
+            self._file = None
+        else:
+            self._file = tempfile.TemporaryFile(prefix="pmpp-cpu-arena-")
+            self.fd = self._file.fileno()
+        os.ftruncate(self.fd, self.size)
+        self.map = mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.used = 0
+
+    def view(self, offset, nbytes):
+        return memoryview(self.map)[offset:offset + nbytes]
+
+    def release(self):
+        """Give back the memory of a large launch (the next one touches fresh zero pages)."""
+        if self.used > (256 << 20) and hasattr(mmap, "MADV_REMOVE"):
+            try:
+                self.map.madvise(mmap.MADV_REMOVE, 0, self.used)
+            except OSError:
+                pass
+        self.used = 0
+
+
 class WorkerClient:
     def __init__(self):
         self.lock = threading.RLock()
+        self.arena = None
         self.proc = None
         self.owner_pid = None
         self.generation = 0
@@ -68,6 +108,8 @@ class WorkerClient:
     def _start(self):
         self._discard()
         runtime = toolchain.runtime_library()
+        if self.arena is None or self.owner_pid != os.getpid():
+            self.arena = Arena()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         self.out = tempfile.TemporaryFile(prefix="pmpp-cpu-stdout-")
@@ -81,8 +123,9 @@ class WorkerClient:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"  # numpy's BLAS threads would compete with the kernel's blocks
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pmpp.backends.cpu.worker", str(to_worker_r), str(from_worker_w)],
-            pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=self.out,
+            [sys.executable, "-m", "pmpp.backends.cpu.worker", str(to_worker_r), str(from_worker_w),
+             str(self.arena.fd), str(self.arena.size)],
+            pass_fds=(to_worker_r, from_worker_w, self.arena.fd), stdin=subprocess.DEVNULL, stdout=self.out,
             stderr=self.err, env=env, start_new_session=True)
         os.close(to_worker_r)
         os.close(from_worker_w)
@@ -118,22 +161,16 @@ class WorkerClient:
             self._discard()
 
     # ---- requests --------------------------------------------------------------------------
-    def request(self, message, *, send=(), receive=(), timeout=None):
-        """Send ``message`` and the byte buffers in ``send``; return the reply. When the reply is
-        ("ok", ...), the buffers in ``receive`` are filled from the messages that follow it.
-        Raises WorkerDied, or WorkerTimedOut (after killing the worker)."""
+    def request(self, message, *, timeout=None):
+        """Send ``message``; return the reply. Raises WorkerDied, or WorkerTimedOut (after
+        killing the worker)."""
         try:
             self.tx.send(message)
-            for buf in send:
-                self.tx.send_bytes(buf)
             if not self.rx.poll(timeout):
                 timed_out = True
             else:
                 timed_out = False
                 reply = self.rx.recv()
-            if not timed_out and reply[0] == "ok":
-                for buf in receive:
-                    self.rx.recv_bytes_into(buf)
         except (EOFError, OSError) as exc:
             raise self._died() from exc
         except KeyboardInterrupt:

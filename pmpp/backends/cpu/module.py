@@ -14,6 +14,8 @@ from . import toolchain
 _ERRORS = {1: OutOfBoundsError, 2: RaceError, 3: BarrierDivergenceError, 4: KernelCrashError,
            5: ValueError, 6: BarrierDivergenceError}
 _ids = itertools.count(1)
+CHECK_PAD = 64 * 1024  # red zone before and after each argument array in checked launches
+ALIGN = 256
 DEFAULT_TIMEOUT = 60.0
 
 
@@ -81,9 +83,9 @@ class CpuModule:
             self._request(worker, ("symbol", self._id, name, data), what)
         self._generation = worker.generation
 
-    def _request(self, worker, message, what, timeout=120.0, **kw):
+    def _request(self, worker, message, what, timeout=120.0):
         try:
-            reply = worker.request(message, timeout=timeout, **kw)
+            reply = worker.request(message, timeout=timeout)
         except _client.WorkerDied as died:
             raise _client.crash_error(what, died) from None
         except _client.WorkerTimedOut:
@@ -119,22 +121,36 @@ class CpuModule:
         with worker.lock:
             self._ensure_loaded()
             sizes = self._param_sizes[name]
-            specs, send, receive = self._marshal(name, sizes, args, arg_names, writable)
+            specs, copy_in, copy_out = self._marshal(name, sizes, args, arg_names, writable)
+            arena = worker.arena
+            end = max((off + len(view) for off, view in copy_in), default=0) + CHECK_PAD
+            if end > arena.size:
+                raise ValueError(f"the arguments of kernel {name!r} need {end} bytes, more than "
+                                 f"this machine's memory ({arena.size} bytes)")
+            arena.used = max(arena.used, end)
+            for offset, view in copy_in:
+                arena.view(offset, len(view))[:] = view
             message = ("launch", self._id, name, tuple(int(g) for g in grid),
                        tuple(int(b) for b in block), int(shared_mem), self.check, specs)
             what = f"kernel {name!r} ({self.filename})"
             try:
-                reply = self._request(worker, message, what, timeout=self.timeout, send=send,
-                                      receive=receive)
+                reply = self._request(worker, message, what, timeout=self.timeout)
+                if reply[0] == "ok":
+                    for offset, view in copy_out:
+                        view[:] = arena.view(offset, len(view))
             finally:
                 worker.forward_stdout()
+                if worker.arena is not None:
+                    worker.arena.release()
         if reply[0] == "error":
             raise _ERRORS.get(reply[1], RuntimeError)(reply[2])
 
     def _marshal(self, name, sizes, args, arg_names, writable):
         if len(args) != len(sizes):
             raise TypeError(f"kernel {name!r} takes {len(sizes)} arguments, {len(args)} given")
-        specs, send, seen = [], [], {}
+        specs, seen = [], {}
+        pad = CHECK_PAD if self.check else 0
+        offset = 0
         for i, arg in enumerate(args):
             pname = arg_names[i] if i < len(arg_names) else f"argument {i}"
             wants_back = bool(writable[i]) if i < len(writable) else True
@@ -151,7 +167,7 @@ class CpuModule:
                 if key in seen:  # the same buffer twice: one copy in the worker, as on the GPU
                     j = seen[key]
                     specs.append(("alias", j))
-                    specs[j][5] = specs[j][5] or wants_back
+                    specs[j][6] = specs[j][6] or wants_back
                     continue
                 for j in seen.values():
                     if np.may_share_memory(arg, args[j]):
@@ -159,8 +175,9 @@ class CpuModule:
                         raise ValueError(f"arguments {pname!r} and {other!r} of kernel {name!r} "
                                          "overlap: pass the whole array once")
                 seen[key] = i
-                specs.append(["array", arg.nbytes, arg.itemsize, arg.dtype.name, pname, wants_back])
-                send.append(_bytes_view(arg, pname, name, writable=False))
+                offset = -(-(offset + pad) // ALIGN) * ALIGN
+                specs.append(["array", offset, arg.nbytes, arg.itemsize, arg.dtype.name, pname, wants_back])
+                offset += arg.nbytes + pad
             elif isinstance(arg, np.generic):
                 data = arg.tobytes()
                 if len(data) != sizes[i]:
@@ -173,9 +190,10 @@ class CpuModule:
                 raise TypeError(f"argument {pname!r} of kernel {name!r} must be a numpy array or a "
                                 f"numpy scalar (np.float32(...), np.int32(...)), not "
                                 f"{type(arg).__name__}")
-        receive = [_bytes_view(args[i], specs[i][4], name) for i in range(len(specs))
-                   if specs[i][0] == "array" and specs[i][5]]
-        return [tuple(s) for s in specs], send, receive
+        arrays = [i for i in range(len(specs)) if specs[i][0] == "array"]
+        copy_in = [(specs[i][1], _bytes_view(args[i], specs[i][5], name, writable=False)) for i in arrays]
+        copy_out = [(specs[i][1], _bytes_view(args[i], specs[i][5], name)) for i in arrays if specs[i][6]]
+        return [tuple(s) for s in specs], copy_in, copy_out
 
 
 def _bytes_view(arr, pname, kernel, writable=True):

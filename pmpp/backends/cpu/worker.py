@@ -1,21 +1,24 @@
-"""The CPU engine's worker process: ``python -m pmpp.backends.cpu.worker IN_FD OUT_FD``.
+"""The CPU engine's worker process:
+``python -m pmpp.backends.cpu.worker IN_FD OUT_FD ARENA_FD ARENA_SIZE``.
 
 It loads compiled kernel modules and runs launches, so a kernel that crashes or never ends
 takes down this process, not the notebook (client.py restarts it). Requests and replies are
-pickled tuples on two pipes (multiprocessing.connection); array data follows a request or a
-reply as raw byte messages, received straight into place. File descriptor 1 is left to the
-kernels' printf: the parent points it at a file and forwards what appears.
+pickled tuples on two pipes (multiprocessing.connection). Array arguments live in an arena both
+processes map (a memfd passed at start): the parent copies them in before a launch and the
+writable ones out after it. File descriptor 1 is left to the kernels' printf: the parent points
+it at a file and forwards what appears.
 
 Requests:
   ("init", runtime_path, nthreads)                     -> ("ok", pid)
   ("load", module_id, library_path)                    -> ("ok", {kernel: [param sizes]})
   ("symbol", module_id, name, data)                    -> ("ok",) | ("missing",) | ("too_big", size)
-  ("launch", module_id, kernel, grid, block, shared_mem, check, specs) + one message per array
-      -> ("ok",) + one message per writable array    | ("error", kind, message)
-  specs: ("array", nbytes, itemsize, dtype, name, writable) | ("alias", arg_index) | ("scalar", bytes)
+  ("launch", module_id, kernel, grid, block, shared_mem, check, specs) -> ("ok",) | ("error", kind, message)
+  specs: ("array", arena_offset, nbytes, itemsize, dtype, name, writable) | ("alias", arg_index)
+         | ("scalar", bytes)
 """
 
 import ctypes
+import mmap
 import os
 import shutil
 import sys
@@ -24,9 +27,6 @@ import traceback
 from multiprocessing.connection import Connection
 
 import numpy as np
-
-CHECK_PAD = 64 * 1024  # red zone before and after each argument array in checked launches
-
 
 class RegionDesc(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_uint64), ("elem_size", ctypes.c_uint32),
@@ -47,15 +47,11 @@ class KernelEntry(ctypes.Structure):
                 ("param_sizes", ctypes.POINTER(ctypes.c_uint32))]
 
 
-def _aligned(nbytes, pad, align=64):
-    """A uint8 buffer and the offset of an ``align``-aligned data area with ``pad`` bytes around it."""
-    raw = np.empty(nbytes + 2 * pad + align, np.uint8)
-    return raw, (-raw.ctypes.data) % align + pad
-
-
 class Worker:
-    def __init__(self, rx, tx):
+    def __init__(self, rx, tx, arena_fd, arena_size):
         self.rx, self.tx = rx, tx
+        self.arena = mmap.mmap(arena_fd, arena_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.arena_base = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
         self.runtime = None
         self.nthreads = 1
         self.modules = {}  # id -> (CDLL, {name: (thunk, sizes)})
@@ -69,12 +65,10 @@ class Worker:
             except EOFError:
                 return
             try:
-                reply, payload = getattr(self, "do_" + request[0])(*request[1:])
+                reply = getattr(self, "do_" + request[0])(*request[1:])
             except Exception:  # report, keep serving
-                reply, payload = ("error", "RuntimeError", traceback.format_exc()), ()
+                reply = ("error", "RuntimeError", traceback.format_exc())
             self.tx.send(reply)
-            for raw, offset, nbytes in payload:
-                self.tx.send_bytes(raw, offset, nbytes)
 
     def do_init(self, runtime_path, nthreads):
         self.runtime = ctypes.CDLL(runtime_path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
@@ -82,7 +76,7 @@ class Worker:
         self.runtime.pmpp_symbol.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
                                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64)]
         self.nthreads = max(1, int(nthreads))
-        return ("ok", os.getpid()), ()
+        return ("ok", os.getpid())
 
     def do_load(self, module_id, path):
         if path in self.loaded_paths:
@@ -102,26 +96,19 @@ class Worker:
             sizes = [entry.param_sizes[k] for k in range(entry.nparams)]
             kernels[entry.name.decode()] = (entry.thunk, sizes)
         self.modules[module_id] = (lib, kernels)
-        return ("ok", {name: sizes for name, (_, sizes) in kernels.items()}), ()
+        return ("ok", {name: sizes for name, (_, sizes) in kernels.items()})
 
     def do_symbol(self, module_id, name, data):
         lib, _ = self.modules[module_id]
         addr, size = ctypes.c_void_p(), ctypes.c_uint64()
         if not self.runtime.pmpp_symbol(lib._handle, name.encode(), ctypes.byref(addr), ctypes.byref(size)):
-            return ("missing",), ()
+            return ("missing",)
         if size.value and len(data) > size.value:
-            return ("too_big", size.value), ()
+            return ("too_big", size.value)
         ctypes.memmove(addr.value, data, len(data))
-        return ("ok",), ()
+        return ("ok",)
 
     def do_launch(self, module_id, kernel, grid, block, shared_mem, check, specs):
-        # Receive every array first, whatever happens next: they are already in the pipe.
-        arrays = {}
-        for i, spec in enumerate(specs):
-            if spec[0] == "array":
-                raw, offset = _aligned(spec[1], CHECK_PAD if check else 0)
-                self.rx.recv_bytes_into(raw, offset)
-                arrays[i] = (raw, offset)
         _, kernels = self.modules[module_id]
         thunk, sizes = kernels[kernel]
         n = len(specs)
@@ -134,12 +121,12 @@ class Worker:
         for i, spec in enumerate(specs):
             slot = base + 64 * i
             if spec[0] == "array":
-                raw, offset = arrays[i]
-                ctypes.c_void_p.from_address(slot).value = raw.ctypes.data + offset
-                _, nbytes, itemsize, dtype, name, writable = spec
+                _, offset, nbytes, itemsize, dtype, name, writable = spec
+                address = self.arena_base + offset
+                ctypes.c_void_p.from_address(slot).value = address
                 names += [name.encode(), dtype.encode()]
-                regions[nregions] = RegionDesc(raw.ctypes.data + offset, nbytes, itemsize,
-                                               int(not writable), names[-2], names[-1])
+                regions[nregions] = RegionDesc(address, nbytes, itemsize, int(not writable),
+                                               names[-2], names[-1])
                 nregions += 1
             elif spec[0] == "alias":
                 ctypes.memmove(slot, base + 64 * spec[1], 8)
@@ -168,16 +155,14 @@ class Worker:
         sys.stdout.flush()
         if kind:
             from .toolchain import symbolize
-            return ("error", kind, symbolize(desc.error_msg.decode(errors="replace"))), ()
-        payload = [(arrays[i][0], arrays[i][1], spec[1]) for i, spec in enumerate(specs)
-                   if spec[0] == "array" and spec[5]]
-        return ("ok",), payload
+            return ("error", kind, symbolize(desc.error_msg.decode(errors="replace")))
+        return ("ok",)
 
 
 def main(argv):
     rx = Connection(int(argv[1]), writable=False)
     tx = Connection(int(argv[2]), readable=False)
-    worker = Worker(rx, tx)
+    worker = Worker(rx, tx, int(argv[3]), int(argv[4]))
     try:
         worker.serve()
     finally:

@@ -81,7 +81,12 @@ struct Fiber {
     const char *wfile;
     int wline;
     uint64_t wres;
+    int32_t stack;  // index of the stack it runs on; -1: not started yet
     char *stack_lo, *stack_hi;
+};
+
+struct Stack {
+    char *lo, *hi;
 };
 
 struct Warp {
@@ -131,6 +136,8 @@ struct Worker {
     Fiber *fibers = nullptr;
     bctx::fcontext_t sched = nullptr;
     bctx::fcontext_t dead_slot = nullptr;  // where a finished fiber's context goes (never resumed)
+    Stack *stacks = nullptr;
+    std::vector<uint32_t> free_stacks;  // LIFO: the most recently used (cache-warm) stack first
     Launch *L = nullptr;
     uint32_t n = 0, ndone = 0, nbar = 0, nwarp = 0;
     Warp warps[32];
@@ -218,24 +225,36 @@ inline Fiber *next_runnable(Worker *w, uint32_t from) {
     return nullptr;
 }
 
-// The current fiber stops running (it waits, or it is done): continue with the next runnable
-// fiber of the sweep, or return to the scheduler at the end of the sweep.
-inline void switch_away(Worker *w, Fiber *f, bctx::fcontext_t *my_slot) {
-    Fiber *g = w->L->fail_block.load(std::memory_order_relaxed) <= w->cur_block
-                   ? nullptr
-                   : next_runnable(w, f->lin + 1);
-    if (g) {
-        pmpp_cur = &g->c;
-        switch_to(my_slot, g->fctx);
-    } else {
-        switch_to(my_slot, w->sched);
-    }
+void fiber_entry(bctx::transfer_t t);
+
+// Give a fiber that has not started yet a stack of its own, and its initial context.
+inline void start_on_free_stack(Worker *w, Fiber *g) {
+    const uint32_t k = w->free_stacks.back();
+    w->free_stacks.pop_back();
+    g->stack = int32_t(k);
+    g->stack_lo = w->stacks[k].lo;
+    g->stack_hi = w->stacks[k].hi;
+    g->fctx = bctx::make_fcontext(g->stack_hi, size_t(g->stack_hi - g->stack_lo), fiber_entry);
 }
 
-inline void yield(Worker *w) {
-    Fiber *f = cur_fiber();
-    switch_away(w, f, &f->fctx);
+inline bool block_failed(Worker *w) {
+    return w->L->fail_block.load(std::memory_order_relaxed) <= w->cur_block;
 }
+
+// The current fiber waits: continue with the next runnable fiber of the sweep, or return to the
+// scheduler at the end of the sweep.
+inline void switch_away(Worker *w, Fiber *f) {
+    Fiber *g = block_failed(w) ? nullptr : next_runnable(w, f->lin + 1);
+    if (!g) {
+        switch_to(&f->fctx, w->sched);
+        return;
+    }
+    if (g->stack < 0) start_on_free_stack(w, g);
+    pmpp_cur = &g->c;
+    switch_to(&f->fctx, g->fctx);
+}
+
+inline void yield(Worker *w) { switch_away(w, cur_fiber()); }
 
 // "(0,0,0)-(99,0,0) (100 threads)" for a set of linear thread indices.
 std::string describe_threads(Worker *w, const std::vector<uint32_t> &ids) {
@@ -354,17 +373,36 @@ void warp_lane_exit(Worker *w, Fiber *f) {
 
 // ---- fibers and the block scheduler ------------------------------------------------------
 
+// A fiber's stack runs CUDA threads until one of them has to wait: when a thread finishes and
+// the next one of the sweep has not started yet, that one simply runs next on the same stack
+// (a function call, no context switch), so a kernel without barriers costs no switches at all.
 void fiber_entry(bctx::transfer_t t) {
     *static_cast<bctx::fcontext_t *>(t.data) = t.fctx;
     Fiber *f = cur_fiber();
     Worker *w = f->w;
-    w->L->d->thunk(w->L->d->args);
-    f = cur_fiber();
-    f->state = DONE;
-    w->ndone++;
-    warp_lane_exit(w, f);
-    switch_away(w, f, &w->dead_slot);
-    __builtin_unreachable();
+    for (;;) {
+        w->L->d->thunk(w->L->d->args);
+        f = cur_fiber();
+        f->state = DONE;
+        w->ndone++;
+        warp_lane_exit(w, f);
+        Fiber *g = block_failed(w) ? nullptr : next_runnable(w, f->lin + 1);
+        if (g && g->stack < 0) {  // adopt the stack
+            g->stack = f->stack;
+            g->stack_lo = f->stack_lo;
+            g->stack_hi = f->stack_hi;
+            pmpp_cur = &g->c;
+            continue;
+        }
+        w->free_stacks.push_back(uint32_t(f->stack));  // free once we have jumped off it
+        if (g) {
+            pmpp_cur = &g->c;
+            switch_to(&w->dead_slot, g->fctx);
+        } else {
+            switch_to(&w->dead_slot, w->sched);
+        }
+        __builtin_unreachable();
+    }
 }
 
 std::string site_str(const char *file, int line) { return fmt("%s:%d", file ? file : "?", line); }
@@ -487,12 +525,15 @@ void run_block(Worker *w, uint64_t b) {
         f.c.block_dim = bdim;
         f.c.grid_dim = gdim;
         f.state = RUNNABLE;
-        f.fctx = bctx::make_fcontext(f.stack_hi, size_t(f.stack_hi - f.stack_lo), fiber_entry);
+        f.stack = -1;
     }
+    w->free_stacks.clear();
+    for (uint32_t k = n; k-- > 0;) w->free_stacks.push_back(k);
     for (;;) {
         // One sweep: the fibers hand over to each other in index order and the last one of the
         // sweep switches back here.
         if (Fiber *f = next_runnable(w, 0)) {
+            if (f->stack < 0) start_on_free_stack(w, f);
             pmpp_cur = &f->c;
             switch_to(&w->sched, f->fctx);
         }
@@ -542,12 +583,14 @@ bool prepare(Worker *w, Launch *L) {
         w->arena = static_cast<char *>(a);
         w->sites.reserve(64);
         w->regions.reserve(64);
+        w->stacks = static_cast<Stack *>(calloc(kMaxThreads, sizeof(Stack)));
+        if (!w->stacks) return false;
+        w->free_stacks.reserve(kMaxThreads);
         for (uint32_t i = 0; i < kMaxThreads; ++i) {
             char *base = static_cast<char *>(st) + size_t(i) * stride;
             mprotect(base, g_page, PROT_NONE);  // may fail near the mapping-count limit: no guard
-            Fiber &f = w->fibers[i];
-            f.stack_lo = base + g_page;
-            f.stack_hi = base + stride - ((i / 32) % 64) * 64;
+            w->stacks[i].lo = base + g_page;
+            w->stacks[i].hi = base + stride - ((i / 32) % 64) * 64;
         }
     }
     for (uint32_t i = 0; i < L->nthr; ++i) {
