@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure on the GPU and record the results as JSON")
     p.add_argument("chapter", help="a chapter name, or 'all'")
-    p.add_argument("--out", required=True, help="results file, e.g. results/h100.json")
+    p.add_argument("--out", help="results file (default: results/<device>.json)")
     p.add_argument("--n", type=int, help="problem size (default: the chapter's GPU size)")
     p.set_defaults(func=cmd_bench)
 
@@ -111,12 +111,13 @@ def _verify_sizes(chapter, variants, backend, verify) -> list[str]:
 
 def cmd_bench(args) -> int:
     from .device import ceilings
-    from .results import write_results
+    from .results import default_path, write_results
     from .runner import format_table, measure
     if resolve_backend("auto") != "cupy":
         raise PmppError("pmpp bench records GPU measurements and needs a GPU; on the CPU engine "
                         "use 'pmpp run' (its times are CPU times)")
     limits = ceilings()
+    out = args.out or default_path()
     print(backend_info("cupy"))
     print(f"measured ceilings: copy {limits.copy_gbs:.0f} GB/s, FP32 {limits.fp32_gflops:.0f} GFLOP/s")
     for chapter in _chapters(args.chapter):
@@ -124,8 +125,8 @@ def cmd_bench(args) -> int:
         entries = measure(chapter, backend="cupy", problem=problem)
         print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
         print(format_table(entries))
-        write_results(args.out, chapter.name, entries, limits)
-    print(f"\nwrote {args.out}")
+        write_results(out, chapter.name, entries, limits)
+    print(f"\nwrote {out}")
     return 0
 
 
