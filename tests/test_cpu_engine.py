@@ -121,6 +121,17 @@ def test_dynamic_shared_memory_and_aliasing_extern_arrays(rng):
     np.testing.assert_array_equal(bits, expected.view(np.uint32))
 
 
+def test_namespace_scope_extern_shared_array(rng):
+    n, block = 300, 64
+    x = rng.random(n, np.float32)
+    out = poisoned(n)
+    launch(module("shared.cu", ("scale_staged",)), "scale_staged", cdiv(n, block), block, x, out,
+           np.float32(3), np.int32(n), shared=block * 4)
+    padded = np.zeros(cdiv(n, block) * block, np.float32)
+    padded[:n] = x
+    np.testing.assert_array_equal(out, (padded.reshape(-1, block)[:, ::-1].reshape(-1) * np.float32(3))[:n])
+
+
 def test_shared_scalars_with_shared_atomics(rng):
     n, block = 777, 64
     x = rng.integers(-1000, 1000, n).astype(np.int32)

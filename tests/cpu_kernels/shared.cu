@@ -50,3 +50,13 @@ extern "C" __global__ void block_max_count(const int* in, int* block_max, int* c
     __syncthreads();
     if (threadIdx.x == 0) { block_max[blockIdx.x] = best; count_pos[blockIdx.x] = positives; }
 }
+
+// extern __shared__ at namespace scope, as many CUDA samples write it.
+extern __shared__ float stage[];
+extern "C" __global__ void scale_staged(const float* in, float* out, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    stage[threadIdx.x] = i < n ? in[i] : 0.0f;
+    __syncthreads();
+    float* p = stage;
+    if (i < n) out[i] = p[blockDim.x - 1 - threadIdx.x] * s;
+}
