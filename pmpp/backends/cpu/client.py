@@ -5,6 +5,7 @@ import atexit
 import fcntl
 import mmap
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -96,6 +97,7 @@ class WorkerClient:
         self.owner_pid = None
         self.generation = 0
         self.tx = self.rx = None
+        self.private_dir = None
         self.out = self.err = None
         self.out_pos = self.err_pos = 0
 
@@ -117,6 +119,7 @@ class WorkerClient:
         fcntl.fcntl(self.out.fileno(), fcntl.F_SETFL, flags | os.O_APPEND)
         self.err = tempfile.TemporaryFile(prefix="pmpp-cpu-stderr-")
         self.out_pos = self.err_pos = 0
+        self.private_dir = tempfile.mkdtemp(prefix="pmpp-cpu-worker-")
         package_root = str(Path(__file__).resolve().parents[3])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -134,7 +137,7 @@ class WorkerClient:
         self.owner_pid = os.getpid()
         self.generation += 1
         try:
-            self.request(("init", str(runtime), default_threads()), timeout=120)
+            self.request(("init", str(runtime), default_threads(), self.private_dir), timeout=120)
         except WorkerDied as died:
             self._discard()
             raise KernelCrashError(f"pmpp's CPU worker process failed to start: {died.how}\n{died.stderr}") from None
@@ -155,6 +158,9 @@ class WorkerClient:
                 except OSError:
                     pass
         self.proc = self.tx = self.rx = None
+        if self.private_dir and self.owner_pid == os.getpid():
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+        self.private_dir = None
 
     def shutdown(self):
         with self.lock:

@@ -9,7 +9,7 @@ writable ones out after it. File descriptor 1 is left to the kernels' printf: th
 it at a file and forwards what appears.
 
 Requests:
-  ("init", runtime_path, nthreads)                     -> ("ok", pid)
+  ("init", runtime_path, nthreads, private_dir)        -> ("ok", pid)
   ("load", module_id, library_path)                    -> ("ok", {kernel: [param sizes]})
   ("symbol", module_id, name, data)                    -> ("ok",) | ("missing",) | ("too_big", size)
   ("launch", module_id, kernel, grid, block, shared_mem, check, specs) -> ("ok",) | ("error", kind, message)
@@ -22,7 +22,6 @@ import mmap
 import os
 import shutil
 import sys
-import tempfile
 import traceback
 from multiprocessing.connection import Connection
 
@@ -70,7 +69,8 @@ class Worker:
                 reply = ("error", "RuntimeError", traceback.format_exc())
             self.tx.send(reply)
 
-    def do_init(self, runtime_path, nthreads):
+    def do_init(self, runtime_path, nthreads, private_dir):
+        self.private_dir = private_dir  # the parent's, removed by the parent
         self.runtime = ctypes.CDLL(runtime_path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
         self.runtime.pmpp_launch.argtypes = [ctypes.POINTER(LaunchDesc)]
         self.runtime.pmpp_symbol.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
@@ -82,8 +82,6 @@ class Worker:
         if path in self.loaded_paths:
             # A second module from the same cached library gets its own copy, so that its
             # globals (__constant__ memory) are its own, as for separately loaded CUDA modules.
-            if self.private_dir is None:
-                self.private_dir = tempfile.mkdtemp(prefix="pmpp-cpu-worker-")
             copy = os.path.join(self.private_dir, f"{module_id}-{os.path.basename(path)}")
             shutil.copyfile(path, copy)
             path = copy
@@ -163,11 +161,7 @@ def main(argv):
     rx = Connection(int(argv[1]), writable=False)
     tx = Connection(int(argv[2]), readable=False)
     worker = Worker(rx, tx, int(argv[3]), int(argv[4]))
-    try:
-        worker.serve()
-    finally:
-        if worker.private_dir:
-            shutil.rmtree(worker.private_dir, ignore_errors=True)
+    worker.serve()
 
 
 if __name__ == "__main__":
