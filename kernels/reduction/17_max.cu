@@ -7,7 +7,7 @@
 // Max is exact in floating point, so unlike a sum the result does not depend on the order.
 // Expect: the same time as 15_vectorized (a max costs what an add costs; both are bandwidth-bound).
 #ifndef BLOCK_DIM
-#define BLOCK_DIM 1024  // launch with blockDim.x == BLOCK_DIM, a multiple of 32 (1024: ~2% faster than 256 on an H100)
+#define BLOCK_DIM 1024  // launch with blockDim.x == BLOCK_DIM, a multiple of 32 (1024: ~1-2% faster than 256 on an H100)
 #endif
 #ifndef UNROLL
 #define UNROLL 4        // float4 loads in flight per thread (and independent accumulators)
