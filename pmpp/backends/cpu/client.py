@@ -20,7 +20,8 @@ from . import toolchain
 
 _SIGNALS = {
     signal.SIGSEGV: "SIGSEGV (segmentation fault: an access to memory the kernel does not own, "
-                    "e.g. an index past the end of an array)",
+                    "e.g. an index past the end of an array, or a fiber stack overflow from deep "
+                    "recursion or large local arrays: PMPP_CPU_STACK_KB raises the 256 KB)",
     signal.SIGBUS: "SIGBUS (bus error: a misaligned or invalid memory access)",
     signal.SIGFPE: "SIGFPE (arithmetic exception, e.g. an integer division by zero)",
     signal.SIGILL: "SIGILL (illegal instruction)",

@@ -219,7 +219,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check):
                    f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
                    "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
                    "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
-    link_cmd = [cxx, *COMMON_FLAGS, str(tmp_obj), "-o", str(tmp_so), str(runtime),
+    link_cmd = [cxx, *COMMON_FLAGS, "-Wl,-z,defs", str(tmp_obj), "-o", str(tmp_so), str(runtime),
                 f"-Wl,-rpath,{runtime.parent}"]
     proc = subprocess.run(compile_cmd, capture_output=True, text=True, cwd=out_dir)
     if proc.returncode == 0:
@@ -276,6 +276,11 @@ def compile_error(log, filename, names, n_kernel_names):
                     file, line = c.group("file"), int(c.group("line"))
                     break
         return CompileError(f"{file}:{line}: {msg}\n\n{log}", filename=file, line=line, log=log)
+    m = re.search(r"undefined reference to [`'‘](.+?)['’]", log)
+    if m:
+        return CompileError(f"{filename}: {m.group(1)} is used but never defined (pmpp's CPU engine "
+                            f"links each .cu file on its own: define it in this file or a header it "
+                            f"includes)\n\n{log}", filename=filename, log=log)
     return CompileError(f"{filename}: g++ failed:\n{log}", filename=filename, log=log)
 
 
