@@ -919,6 +919,9 @@ void pmpp_check_atomic(const void *addr, size_t size, const void *pc) {
 }
 
 int pmpp_launch(pmpp_launch_desc *d) {
+    // Line-buffered printf: what a kernel printed before it crashed or hung still gets out.
+    static bool stdout_set = (setvbuf(stdout, nullptr, _IOLBF, 1 << 16), true);
+    (void)stdout_set;
     d->error_kind = PMPP_OK;
     d->error_msg[0] = 0;
     Launch L;
