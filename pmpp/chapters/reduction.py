@@ -480,5 +480,5 @@ CHAPTER = Chapter(
         Library("torch.sum", _torch_run, _torch_available),
         Library("numpy.sum", _numpy_run, lambda backend: backend == "cpu"),
     ),
-    describe=lambda p: f"n={p['n']:,} float32, {p.get('op', 'sum')}",
+    describe=lambda p: f"n={p['n']} float32 {p.get('op', 'sum')}",
 )
