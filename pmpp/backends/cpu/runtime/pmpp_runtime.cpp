@@ -439,14 +439,30 @@ std::vector<uint32_t> exited_threads(Worker *w) {
     return ids;
 }
 
+// Do all waiting fibers wait at the same __syncthreads() (file and line)?
+bool same_barrier(Worker *w) {
+    const Fiber *first = nullptr;
+    for (uint32_t i = 0; i < w->n; ++i) {
+        const Fiber &f = w->fibers[i];
+        if (f.state != AT_BARRIER) continue;
+        if (!first) {
+            first = &f;
+        } else if (f.bar_line != first->bar_line ||
+                   (f.bar_file != first->bar_file && strcmp(f.bar_file, first->bar_file) != 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 // Every live fiber waits at a __syncthreads(). Checked builds insist that all threads of the
 // block wait at the same one; otherwise (like the hardware) exited threads do not count.
 bool release_barrier(Worker *w) {
     Launch *L = w->L;
-    if (L->check) {
+    if (L->check && (w->ndone > 0 || !same_barrier(w))) {
         std::vector<Group> groups = group_waiters(w, AT_BARRIER);
         std::vector<uint32_t> exited = exited_threads(w);
-        if (groups.size() > 1 || !exited.empty()) {
+        {
             std::string msg = fmt("barrier divergence in kernel '%s', block %s: ", kname(L),
                                   coord(w->bid).c_str());
             for (size_t g = 0; g < groups.size(); ++g) {
