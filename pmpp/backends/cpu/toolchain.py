@@ -243,6 +243,9 @@ _USER_CONTEXT = re.compile(
     r"^(?:In file included from |\s+from )?(?P<file>[^:\n]+?):(?P<line>\d+)(?::\d+)?[:,]\s*(?:required from|$)")
 
 
+_MACRO_EXPANSION = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):\d+: note: in expansion of macro")
+
+
 def _is_internal(path):
     """True for our shim headers, system headers and the generated source file."""
     p = path.strip()
@@ -268,13 +271,25 @@ def compile_error(log, filename, names, n_kernel_names):
                 f"{' with its template arguments' if origin == 'name_expressions' else ''}.\n\n{log}",
                 filename=filename, line=None, log=log)
         if _is_internal(file):
-            for prev in reversed(lines[:idx]):
-                if _DIAGNOSTIC.match(prev):
+            # Where in the user's code: the outermost macro expansion after the error, else the
+            # instantiation or #include that led to it.
+            expansion = None
+            for nxt in lines[idx + 1:]:
+                if _DIAGNOSTIC.match(nxt):
                     break
-                c = _USER_CONTEXT.match(prev)
-                if c and not _is_internal(c.group("file")):
-                    file, line = c.group("file"), int(c.group("line"))
-                    break
+                e = _MACRO_EXPANSION.match(nxt)
+                if e and not _is_internal(e.group("file")):
+                    expansion = e.group("file"), int(e.group("line"))
+            if expansion:
+                file, line = expansion
+            else:
+                for prev in reversed(lines[:idx]):
+                    if _DIAGNOSTIC.match(prev):
+                        break
+                    c = _USER_CONTEXT.match(prev)
+                    if c and not _is_internal(c.group("file")):
+                        file, line = c.group("file"), int(c.group("line"))
+                        break
         return CompileError(f"{file}:{line}: {msg}\n\n{log}", filename=file, line=line, log=log)
     m = re.search(r"undefined reference to [`'‘](.+?)['’]", log)
     if m:

@@ -62,10 +62,11 @@
 #define __device_builtin__
 // __noinline__ is rewritten in the kernel source itself (libstdc++ uses __attribute__((__noinline__))).
 // __shared__ declarations are rewritten before compiling (see source.py); one left over is an error.
-#define __shared__                                                                          \
-    static_assert(false,                                                                    \
-                  "this __shared__ declaration could not be rewritten by pmpp's CPU engine: " \
-                  "declare one __shared__ variable per statement, inside a function body");
+#define __shared__                                                                           \
+    static_assert(false,                                                                     \
+                  "this __shared__ declaration could not be rewritten by pmpp's CPU engine "   \
+                  "(it sits in a macro or in an included header): declare __shared__ "         \
+                  "variables as plain statements in the kernel's own .cu file");
 
 namespace pmpp {
 template <class...>
