@@ -249,11 +249,13 @@ def shuffle_model(v, op, arg, width):
     return out
 
 
-@pytest.mark.parametrize("ctype,dtype", [("int", np.int32), ("unsigned", np.uint32), ("float", np.float32),
-                                         ("double", np.float64), ("long long", np.int64), ("__half", np.float16)])
+SHUFFLE_TYPES = [("int", np.int32), ("unsigned", np.uint32), ("float", np.float32), ("double", np.float64),
+                 ("long long", np.int64), ("__half", np.float16), ("__half2", np.uint32)]  # half2: its bits
+
+
+@pytest.mark.parametrize("ctype,dtype", SHUFFLE_TYPES)
 def test_shuffles_match_numpy_model(rng, ctype, dtype):
-    mod = module("warp.cu", exprs=tuple(f"shuffle_all<{t}>" for t in
-                                        ("int", "unsigned", "float", "double", "long long", "__half")))
+    mod = module("warp.cu", exprs=tuple(f"shuffle_all<{t}>" for t, _ in SHUFFLE_TYPES))
     n = 128
     v = (rng.integers(0, 1000, n) if np.dtype(dtype).kind in "iu" else rng.standard_normal(n)).astype(dtype)
     src = rng.integers(0, 64, n).astype(np.int32)
