@@ -44,7 +44,7 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
     key = (backend, filename, text, options, name_expressions, bool(check), timeout)
     if key not in _loaded:
         _loaded[key] = Module(_compile(backend, text, filename, options, name_expressions, check, timeout),
-                              filename, text, name_expressions)
+                              filename, text, name_expressions, dict(defines or {}))
     return _loaded[key]
 
 
@@ -76,10 +76,12 @@ _CPU_DEFAULTS = {"backend": "cpu", "array_type": np.ndarray, "sm_count": os.cpu_
 class Module:
     """A compiled kernel file. Mirrors ``cupy.RawModule``."""
 
-    def __init__(self, impl, filename: str, text: str, name_expressions=()):
+    def __init__(self, impl, filename: str, text: str, name_expressions=(), defines=None):
         self._impl = impl
         self.filename = filename
         self.source = text
+        self.defines = dict(defines or {})            # as given to load(), for launch code
+        self.name_expressions = tuple(name_expressions)
         self._signatures = find_kernels(text)
         self.kernel_names = [n for n, s in self._signatures.items() if not s.template_params] \
             + list(name_expressions)

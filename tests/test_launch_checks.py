@@ -121,3 +121,10 @@ def test_array_module_helpers_follow_cupy():
     a = np.arange(3)
     assert pmpp.get_array_module(a) is np
     assert np.array_equal(pmpp.asnumpy(a), a)
+
+
+def test_module_remembers_how_it_was_built():
+    mod = pmpp.load("reduction/12_reduce5.cu", backend="cpu", name_expressions=("reduce5<128>",),
+                    defines={"UNUSED": 1})
+    assert mod.defines == {"UNUSED": 1} and mod.name_expressions == ("reduce5<128>",)
+    assert mod.kernel_names == ["reduce5<128>"]

@@ -1,21 +1,23 @@
-"""The workbook's chapters, by name."""
+"""The workbook's chapters, by name, in teaching order."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from .base import Chapter, CheckResult, Library, Model, Variant
 
-# name -> module under pmpp.chapters; chapters register here as they are written
-_MODULES = {"reduction": "reduction"}
+# Teaching order; a chapter is listed once its module (pmpp/chapters/<name>.py) exists.
+ORDER = ("reduction", "scan", "histogram", "convolution", "implicit_gemm", "stencil", "pooling")
 
 __all__ = ["Chapter", "CheckResult", "Library", "Model", "Variant", "get", "names"]
 
 
 def names() -> list[str]:
-    return list(_MODULES)
+    here = Path(__file__).parent
+    return [name for name in ORDER if (here / f"{name}.py").exists()]
 
 
 def get(name: str) -> Chapter:
-    if name not in _MODULES:
+    if name not in names():
         raise KeyError(f"no chapter {name!r}; the chapters are: {', '.join(names())}")
-    return importlib.import_module(f"{__name__}.{_MODULES[name]}").CHAPTER
+    return importlib.import_module(f"{__name__}.{name}").CHAPTER

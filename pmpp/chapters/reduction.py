@@ -173,7 +173,7 @@ def _defines(module, defaults: Mapping[str, Any] | None) -> dict:
     """The variant's defines, updated by the ones the module was built with, if the loader says."""
     merged = {"BLOCK_DIM": BLOCK_DIM, "COARSE_FACTOR": COARSE_FACTOR}
     merged.update(defaults or {})
-    merged.update(getattr(module, "defines", None) or {})
+    merged.update(module.defines)
     return merged
 
 
@@ -183,7 +183,7 @@ def _kernel_and_block(module, kernel: str, defines) -> tuple[str, int]:
     BLOCK_DIM."""
     if "<" not in kernel:
         return kernel, int(_defines(module, defines)["BLOCK_DIM"])
-    name = (tuple(getattr(module, "name_expressions", None) or ()) or (kernel,))[0]
+    name = (module.name_expressions or (kernel,))[0]
     return name, int(name[name.index("<") + 1:name.index(">")])
 
 
