@@ -60,7 +60,7 @@ def measure(chapter: Chapter, *, backend="auto", problem=None, variants: Iterabl
     entries = []
     for variant in chosen:
         p = problem_for(variant, base)
-        if not variant.supports(p):
+        if not variant.supports(p, backend):
             continue
         module = load_variant(chapter, variant, backend=backend)
         inputs = chapter.make_inputs(p, xp, rng)

@@ -7,7 +7,8 @@ from pathlib import Path
 from .base import Chapter, CheckResult, Library, Model, Variant
 
 # Teaching order; a chapter is listed once its module (pmpp/chapters/<name>.py) exists.
-ORDER = ("reduction", "scan", "histogram", "convolution", "implicit_gemm", "stencil", "pooling")
+ORDER = ("reduction", "scan", "histogram", "convolution", "implicit_gemm", "stencil", "pooling",
+         "elementwise", "upsample")
 
 __all__ = ["Chapter", "CheckResult", "Library", "Model", "Variant", "get", "names"]
 

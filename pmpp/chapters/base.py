@@ -48,8 +48,11 @@ class Variant:
     racy: bool = False             # a teaching example of a bug: never the "best" variant
     max_n: int | None = None       # largest problem the variant supports, if limited
     problem: Mapping[str, Any] = field(default_factory=dict)  # overrides, e.g. {"op": "max"}
+    gpu_only: bool = False         # uses what the CPU engine cannot run (e.g. tensor-core wmma/mma)
 
-    def supports(self, problem: Mapping[str, Any]) -> bool:
+    def supports(self, problem: Mapping[str, Any], backend: str = "cupy") -> bool:
+        if self.gpu_only and backend != "cupy":
+            return False
         return self.max_n is None or problem.get("n", 0) <= self.max_n
 
 
