@@ -42,6 +42,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, help="problem size (default: the chapter's GPU size)")
     p.set_defaults(func=cmd_bench)
 
+    p = sub.add_parser("exercises", help="the exercises: variants left for the student")
+    p.set_defaults(func=cmd_exercises)
+
+    p = sub.add_parser("grade", help="grade a submission: correctness, races, bounds, time")
+    p.add_argument("exercise", help="e.g. reduction/05_coarsened (see 'pmpp exercises')")
+    p.add_argument("file", nargs="?", help="the submitted .cu file (default: the exercise's own file)")
+    p.add_argument("--json", help="write the verdict as JSON to this file ('-' for stdout)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per launch (default 30)")
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("release", help="write the student version of the workbook")
+    p.add_argument("--student", required=True, metavar="DIR", help="an empty folder (or an earlier release)")
+    p.set_defaults(func=cmd_release)
+
     p = sub.add_parser("check-kernels", help="compile every kernel with nvcc; registers, shared memory, spills")
     p.add_argument("chapter", nargs="*", help="chapters (default: all)")
     p.add_argument("--arch", nargs="+", default=["sm_80", "sm_90"])
@@ -130,6 +144,25 @@ def cmd_bench(args) -> int:
         print(format_table(entries))
         write_results(out, chapter.name, entries, limits)
     print(f"\nwrote {out}")
+    return 0
+
+
+def cmd_exercises(args) -> int:
+    from .exercises import exercises
+    for exercise in exercises():
+        print(f"{exercise.name:<32} {exercise.path}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from .exercises import grade_main
+    return grade_main(args.exercise, args.file, json_out=args.json, timeout=args.timeout)
+
+
+def cmd_release(args) -> int:
+    from .exercises import release
+    written = release(args.student)
+    print(f"wrote the student release ({len(written)} files) to {args.student}")
     return 0
 
 

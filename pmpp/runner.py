@@ -14,9 +14,11 @@ from .loader import load
 REPEATS = {"cupy": dict(warmup=5, repeat=30), "cpu": dict(warmup=1, repeat=3)}
 
 
-def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=False):
-    return load(chapter.kernel_path(variant), backend=backend, defines=variant.defines,
-                name_expressions=variant.name_expressions, check=check)
+def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=False, path=None,
+                 timeout=None):
+    """Load a variant's kernel file — or ``path``, another file standing in for it (a student's)."""
+    return load(path or chapter.kernel_path(variant), backend=backend, defines=variant.defines,
+                name_expressions=variant.name_expressions, check=check, timeout=timeout)
 
 
 def array_module(backend: str):
@@ -35,14 +37,28 @@ def problem_for(variant: Variant, problem: Mapping[str, Any]) -> dict:
 
 
 def verify(chapter: Chapter, variant: Variant, problem: Mapping[str, Any] | None = None, *,
-           backend="auto", seed=None, check=False) -> CheckResult:
-    """Run one variant once on fresh random inputs and judge it against the reference."""
+           backend="auto", seed=None, check=False, path=None, timeout=None,
+           exact=False) -> CheckResult:
+    """Run one variant once on fresh random inputs and judge it against the reference.
+    ``exact=True`` uses the chapter's exactly-summable inputs and demands bit-for-bit equality."""
     backend = "cpu" if check else resolve_backend(backend)
-    module = load_variant(chapter, variant, backend=backend, check=check)
+    module = load_variant(chapter, variant, backend=backend, check=check, path=path, timeout=timeout)
     problem = problem_for(variant, problem or default_problem(chapter, backend))
-    inputs = chapter.make_inputs(problem, array_module(backend), np.random.default_rng(seed))
+    make = chapter.make_exact_inputs if exact else chapter.make_inputs
+    inputs = make(problem, array_module(backend), np.random.default_rng(seed))
     output = variant.launch(module, problem, inputs)
-    return chapter.check(output, chapter.reference(problem, inputs), problem)
+    reference = chapter.reference(problem, inputs)
+    return exact_check(output, reference) if exact else chapter.check(output, reference, problem)
+
+
+def exact_check(output, reference) -> CheckResult:
+    """Every element equal to the reference, bit for bit (as float64)."""
+    from . import asnumpy
+    got = np.asarray(asnumpy(output), np.float64).reshape(-1)
+    want = np.asarray(reference, np.float64).reshape(-1)
+    wrong = int(np.sum(got != want)) if got.shape == want.shape else max(got.size, want.size)
+    detail = "exact" if not wrong else f"{wrong} of {want.size} elements differ from the exact result"
+    return CheckResult(wrong == 0, float(wrong), 0.0, detail)
 
 
 def measure(chapter: Chapter, *, backend="auto", problem=None, variants: Iterable[str] | None = None,

@@ -15,9 +15,11 @@
 #define FULL_MASK 0xffffffffu
 
 __device__ float warpReduceSum(float sum) {
+    // BEGIN SOLUTION
     for (unsigned int offset = 16; offset > 0; offset /= 2) {
         sum += __shfl_down_sync(FULL_MASK, sum, offset);
     }
+    // END SOLUTION
     return sum;   // the warp's total, in lane 0
 }
 

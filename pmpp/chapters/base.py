@@ -78,6 +78,9 @@ class Chapter:
     test_sizes: Sequence[int] = ()                     # awkward sizes every variant must handle
     library: Sequence[Library] = ()
     describe: Callable[[Mapping[str, Any]], str] = lambda p: ", ".join(f"{k}={v}" for k, v in p.items())
+    # Inputs on which every correct variant must match the reference EXACTLY (e.g. integer-valued
+    # floats for a sum): catches a dropped or doubled element that a rounding tolerance could hide.
+    make_exact_inputs: Callable[..., Mapping[str, Any]] | None = None
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

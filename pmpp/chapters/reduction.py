@@ -481,4 +481,5 @@ CHAPTER = Chapter(
         Library("numpy.sum", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=lambda p: f"n={p['n']} float32 {p.get('op', 'sum')}",
+    make_exact_inputs=make_integer_inputs,
 )

@@ -1,0 +1,132 @@
+"""Exercises: the student release and the autograder, with planted bugs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmpp import exercises
+from pmpp.cli import main
+
+COARSENED = exercises.find("reduction/05_coarsened")
+
+
+def planted(tmp_path, old, new, name="submission.cu"):
+    """The instructor's solution with one bug planted in it."""
+    text = COARSENED.path.read_text()
+    assert old in text, f"the solution no longer contains {old!r}"
+    path = tmp_path / name
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def reasons(report):
+    return " | ".join(c.reason for c in report.checks if not c.passed)
+
+
+@pytest.mark.parametrize("exercise", [e.name for e in exercises.exercises()])
+def test_instructor_solutions_pass(exercise):
+    report = exercises.grade(exercise)
+    assert report.passed, str(report)
+
+
+def test_each_chapter_with_exercises_has_at_least_two():
+    per_chapter = {}
+    for e in exercises.exercises():
+        per_chapter[e.chapter] = per_chapter.get(e.chapter, 0) + 1
+    assert per_chapter and all(count >= 2 for count in per_chapter.values())
+
+
+def test_racy_submission_gets_a_race_verdict(tmp_path):
+    report = exercises.grade("reduction/05", planted(tmp_path, "__syncthreads();", ""))
+    assert not report.passed and "RaceError" in reasons(report) and "input_s" in reasons(report)
+
+
+def test_out_of_bounds_submission_gets_a_bounds_verdict(tmp_path):
+    path = planted(tmp_path, "if (i + tile * BLOCK_DIM < n) {", "if (true) {")
+    report = exercises.grade("reduction/05", path)
+    assert not report.passed and "OutOfBoundsError" in reasons(report) and "'input'" in reasons(report)
+
+
+def test_hanging_submission_times_out(tmp_path):
+    path = planted(tmp_path, "float sum = 0.0f;", "float sum = 0.0f; volatile int spin = 1; while (spin) {}")
+    report = exercises.grade("reduction/05", path, timeout=3)
+    assert not report.passed and "did not finish in time" in reasons(report)
+
+
+def test_submission_that_does_not_compile_names_the_line(tmp_path):
+    path = planted(tmp_path, "float sum = 0.0f;", "float sum = 0.0f x;")
+    report = exercises.grade("reduction/05", path)
+    assert [c.name for c in report.checks] == ["compiles"]
+    assert "does not compile" in reasons(report) and "submission.cu:" in reasons(report)
+
+
+def test_dropped_element_is_caught_by_the_exact_check(tmp_path):
+    report = exercises.grade("reduction/05", planted(tmp_path, "< n)", "< n - 1)"))
+    failed = [c.name for c in report.checks if not c.passed]
+    assert any(name.startswith("exact at n=1000") for name in failed)
+
+
+def test_missing_submission_file_is_a_verdict(tmp_path):
+    report = exercises.grade("reduction/05", tmp_path / "nothing.cu")
+    assert not report.passed and report.checks[0].name == "submission file"
+
+
+def test_unknown_exercise_lists_the_exercises():
+    with pytest.raises(KeyError, match="reduction/05_coarsened"):
+        exercises.find("reduction/99")
+
+
+@pytest.fixture(scope="module")
+def student_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("student")
+    exercises.release(root)
+    return root
+
+
+def test_release_replaces_solutions_with_stubs(student_tree):
+    text = (student_tree / "kernels/reduction/05_coarsened.cu").read_text()
+    assert exercises.STUB_MARK in text and "// BEGIN SOLUTION" not in text and "atomicAdd" not in text
+    assert not (student_tree / "tests").exists()
+
+
+def test_released_stubs_fail_grading_as_not_implemented(student_tree):
+    for e in exercises.exercises():
+        report = exercises.grade(e.name, student_tree / "kernels" / e.chapter / f"{e.variant}.cu")
+        assert not report.passed and "not implemented yet" in reasons(report), str(report)
+
+
+def test_released_notebooks_have_no_outputs_solutions_or_hidden_tests(student_tree):
+    for path in (student_tree / "notebooks").glob("*.ipynb"):
+        nb = json.loads(path.read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+        text = "".join("".join(c["source"]) for c in code)
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    reduction = (student_tree / "notebooks/10_reduction.ipynb").read_text()
+    assert "raise NotImplementedError()" in reduction
+
+
+def test_releasing_twice_gives_identical_files(student_tree, tmp_path):
+    again = tmp_path / "again"
+    exercises.release(again)
+    first = {p.relative_to(student_tree): p.read_bytes() for p in student_tree.rglob("*") if p.is_file()}
+    second = {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()}
+    assert first == second
+
+
+def test_release_refuses_a_folder_with_other_files(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        exercises.release(tmp_path)
+
+
+def test_grade_command_writes_json_verdict(tmp_path, capsys):
+    out = tmp_path / "verdict.json"
+    racy = planted(tmp_path, "__syncthreads();", "")
+    assert main(["grade", "reduction/05_coarsened", str(racy), "--json", str(out)]) == 1
+    verdict = json.loads(out.read_text())
+    assert verdict["passed"] is False and verdict["exercise"] == "reduction/05_coarsened"
+    assert any("RaceError" in c["reason"] for c in verdict["checks"])
+    assert "FAIL" in capsys.readouterr().out
