@@ -1,0 +1,446 @@
+"""Chapter 8 - Stencil (PMPP 4th ed.): the 3D seven-point stencil, from one thread per point to
+register tiling, then aligned, vectorized and pipelined tiles.
+
+The problem: one sweep over an ``n x n x n`` float32 grid, ``{"n": int}``, stored with x fastest
+(``in[i, j, k]``: i = z plane, j = y row, k = x column). An interior point gets
+
+    c0*in[i,j,k] + c1*in[i,j,k-1] + c2*in[i,j,k+1] + c3*in[i,j-1,k] + c4*in[i,j+1,k]
+                 + c5*in[i-1,j,k] + c6*in[i+1,j,k]
+
+with the coefficients c0..c6 passed as float kernel parameters. **Boundary condition**: a point
+with any index 0 or n-1 holds the boundary value and stays untouched - every kernel copies it
+from the input, so the output is a complete grid (the next sweep's input in a time loop) and
+is checked element for element, boundary included.
+
+Two models, because the book's and the memory system's bytes differ:
+
+* :func:`book_intensity`: OP/B as the book counts it - 13 flops per output over the *loads each
+  kernel issues to global memory* (stores not counted): 13/28 = 0.46 for 01_basic,
+  (13/4)(1 - 2/T)^3 for the tiled kernels (1.37 at T = 8, 2.68 at T = 32, never above 3.25).
+* ``Variant.model``: what must move through DRAM at the least - each input read once, each
+  output written once, 8 bytes per point - so the results' GB/s is "effective bandwidth
+  counting 8 bytes per point", comparable with the copy ceiling. 13/8 = 1.63 OP/B at most.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import pmpp
+from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+
+FLOPS_PER_POINT = 13     # 7 multiplies and 6 adds per interior point
+BYTES_PER_POINT = 8      # the least DRAM traffic: each input read once, each output written once
+MAX_N = 1625             # the largest n whose n^3 point indices fit the kernels' 32-bit unsigned ints
+
+U32 = 2.0 ** -24         # unit roundoff of float32
+U64 = 2.0 ** -53         # unit roundoff of float64
+TERMS = 7                # a point is a dot product of 7 terms
+
+
+def gamma(n: int, u: float) -> float:
+    """Higham's gamma_n = n*u / (1 - n*u): the relative error bound of n roundings."""
+    return n * u / (1 - n * u)
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs and reference
+# --------------------------------------------------------------------------------------------
+
+def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
+    """``{"in": n^3 float32 uniform in [-1, 1), "out": n^3 float32 all NaN, "c": 7 float32}``.
+
+    The coefficients are random and distinct (uniform in [-1, 1)), so a kernel that swaps two
+    neighbours (x-1 with x+1, y with z, ...) is caught; ``problem["coefficients"]`` fixes them
+    instead (e.g. a heat equation's). ``out`` is poisoned: a point a kernel forgets stays NaN."""
+    n = problem["n"]
+    x = rng.random((n, n, n), dtype=np.float32)   # [0, 1)
+    x *= 2
+    x -= 1
+    given = problem.get("coefficients")
+    c = np.asarray(given if given is not None else rng.uniform(-1, 1, TERMS), dtype=np.float32)
+    return {"in": xp.asarray(x), "out": xp.full((n, n, n), np.nan, dtype=np.float32), "c": c}
+
+
+def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
+    """As :func:`make_inputs`, with small integers: grid values in [-8, 8] and 7 distinct
+    coefficients in [-4, 4]. Every product and partial sum is an integer of magnitude at most
+    7 * 8 * 4 = 224, exact in float32 whatever the order - so every correct kernel must match the
+    reference bit for bit, and a wrong neighbour or a wrong coefficient cannot hide in rounding."""
+    n = problem["n"]
+    x = rng.integers(-8, 9, size=(n, n, n)).astype(np.float32)
+    c = rng.choice(np.arange(-4, 5), size=TERMS, replace=False).astype(np.float32)
+    return {"in": xp.asarray(x), "out": xp.full((n, n, n), np.nan, dtype=np.float32), "c": c}
+
+
+def sweep(x, c, dtype=np.float64):
+    """One sweep in array code (NumPy, or CuPy on CuPy arrays), computed in ``dtype``: interior
+    points get the stencil, boundary points are copied. The reference (float64) and the CPU
+    library routine (float32)."""
+    x = x.astype(dtype, copy=False)
+    c0, c1, c2, c3, c4, c5, c6 = (dtype(v) for v in np.asarray(c, dtype=np.float32))
+    out = x.copy()
+    inner = (slice(1, -1),) * 3
+    out[inner] = (c0 * x[inner] + c1 * x[1:-1, 1:-1, :-2] + c2 * x[1:-1, 1:-1, 2:]
+                  + c3 * x[1:-1, :-2, 1:-1] + c4 * x[1:-1, 2:, 1:-1]
+                  + c5 * x[:-2, 1:-1, 1:-1] + c6 * x[2:, 1:-1, 1:-1])
+    return out
+
+
+class StencilReference:
+    """The float64 reference, computed a slab of planes at a time (at n = 512 a float64 grid is
+    1 GiB): :meth:`slabs` yields, per slab, the reference values and each point's tolerance."""
+
+    SLAB = 32        # planes per slab
+
+    def __init__(self, x: np.ndarray, c: np.ndarray):
+        self.x = x
+        self.c = np.asarray(c, dtype=np.float32)
+
+    @property
+    def values(self) -> np.ndarray:
+        """The whole float64 reference grid."""
+        return sweep(self.x, self.c)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values if dtype is None else self.values.astype(dtype)
+
+    def slabs(self):
+        """``(lo, hi, values, tolerance)`` for planes [lo, hi): values in float64; tolerance 0 at
+        boundary points (a copy is exact) and :func:`point_tolerance` inside."""
+        n = self.x.shape[0]
+        for lo in range(0, n, self.SLAB):
+            hi = min(lo + self.SLAB, n)
+            a, b = max(lo - 1, 0), min(hi + 1, n)       # the slab and its neighbouring planes
+            x = self.x[a:b]
+            values = sweep(x, self.c)[lo - a:hi - a]
+            scale = sweep(np.abs(x), np.abs(self.c))[lo - a:hi - a]
+            tolerance = point_tolerance(scale)
+            _zero_boundary(tolerance, lo, n)
+            yield lo, hi, values, tolerance
+
+
+def point_tolerance(scale):
+    """The largest error of a correct float32 kernel at one interior point, whose exact value is
+    sum_m c_m x_m and ``scale`` = sum_m |c_m||x_m|.
+
+    Every kernel computes that dot product of 7 terms in float32, in some order, with or
+    without fused multiply-adds: each term passes through at most 7 roundings (its multiply and
+    6 adds), so |computed - exact| <= gamma_7 * scale (Higham, *Accuracy and Stability of
+    Numerical Algorithms*, 2nd ed., sec. 3.1), with gamma_7 = 7u/(1 - 7u), u = 2^-24. The
+    coefficients and inputs are exactly the float32 values the kernel sees; the float64
+    reference adds its own gamma_7 in u = 2^-53. NaN never passes."""
+    return (gamma(TERMS, U32) + gamma(TERMS, U64)) * scale
+
+
+def _zero_boundary(tolerance: np.ndarray, lo: int, n: int) -> None:
+    """Tolerance 0 at the boundary points of planes [lo, lo + len) of an n^3 grid."""
+    for axis in (1, 2):
+        index = [slice(None)] * 3
+        for edge in (0, n - 1):
+            index[axis] = edge
+            tolerance[tuple(index)] = 0
+    for plane in (0, n - 1):
+        if lo <= plane < lo + tolerance.shape[0]:
+            tolerance[plane - lo] = 0
+
+
+def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> StencilReference:
+    return StencilReference(pmpp.asnumpy(inputs["in"]), inputs["c"])
+
+
+# --------------------------------------------------------------------------------------------
+# Checking
+# --------------------------------------------------------------------------------------------
+
+def check(output, ref: StencilReference, problem: Mapping[str, Any]) -> CheckResult:
+    """Every element: boundary points equal to the input exactly, interior points within
+    :func:`point_tolerance` of the float64 reference. ``error`` is the worst interior error as a
+    fraction of its point's tolerance (inf if any element is wrong, NaN included), against a
+    ``tolerance`` of 1."""
+    n = problem["n"]
+    out = np.asarray(pmpp.asnumpy(output))
+    if out.shape != (n, n, n) or out.dtype != np.float32:
+        return CheckResult(False, math.inf, 1.0, f"expected a {n}^3 float32 grid, got {out.dtype} {out.shape}")
+    wrong, worst, first = 0, 0.0, None
+    for lo, hi, values, tolerance in ref.slabs():
+        got = out[lo:hi].astype(np.float64)
+        diff = np.abs(got - values)
+        bad = ~(diff <= tolerance)                       # NaN compares False: bad
+        if bad.any():
+            wrong += int(bad.sum())
+            if first is None:
+                i, j, k = np.argwhere(bad)[0]
+                first = (lo + int(i), int(j), int(k), float(got[i, j, k]), float(values[i, j, k]),
+                         float(tolerance[i, j, k]))
+        ratio = np.divide(diff, tolerance, out=np.zeros_like(diff), where=(tolerance > 0) & ~bad)
+        worst = max(worst, float(ratio.max(initial=0.0)))
+    if wrong:
+        i, j, k, got, expected, allowed = first
+        return CheckResult(False, math.inf, 1.0,
+                           f"{wrong} of {n ** 3} points wrong; first at (i, j, k) = ({i}, {j}, {k}): "
+                           f"got {got!r}, expected {expected!r} (allowed error {allowed:.3g})")
+    return CheckResult(True, worst, 1.0, f"all {n ** 3} points right; worst interior error "
+                                         f"{worst:.3g} of its tolerance")
+
+
+# --------------------------------------------------------------------------------------------
+# Launching
+# --------------------------------------------------------------------------------------------
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _launch(kernel: str, shape: Callable[[Mapping[str, int]], tuple], defaults: Mapping[str, int]):
+    """Launch ``kernel(in, out, n, c0..c6)`` once. ``shape(defines)`` gives (block, tile): the
+    block's threads and the output points one block covers, per axis (x, y, z); the grid covers
+    the n^3 grid with tiles. The kernel writes every point of ``inputs["out"]``, returned."""
+
+    def launch(module, problem, inputs):
+        n = int(problem["n"])
+        block, tile = shape({**defaults, **module.defines})
+        grid = tuple(_cdiv(n, t) for t in tile)
+        c = [float(v) for v in inputs["c"]]
+        module.get_function(kernel)(grid, block, (inputs["in"], inputs["out"], np.uint32(n), *c))
+        return inputs["out"]
+
+    return launch
+
+
+def _shape_basic(d):           # one thread per point
+    block = (d["BLOCK_X"], d["BLOCK_Y"], d["BLOCK_Z"])
+    return block, block
+
+
+def _shape_cube(d):            # T^3 threads load a T^3 tile, the inner (T-2)^3 compute
+    t = d["IN_TILE_DIM"]
+    return (t, t, t), (t - 2,) * 3
+
+
+def _shape_planes(d):          # T^2 threads walk T-2 planes, the inner (T-2)^2 compute
+    t = d["IN_TILE_DIM"]
+    return (t, t, 1), (t - 2,) * 3
+
+
+def _shape_aligned(d, points_per_thread=1):   # every thread computes; Z_TILE planes per block
+    block = (d["BLOCK_X"], d["BLOCK_Y"], 1)
+    return block, (points_per_thread * d["BLOCK_X"], d["BLOCK_Y"], d["Z_TILE"])
+
+
+def _shape_vector(d):          # 4 points per thread in x
+    return _shape_aligned(d, 4)
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+
+def dram_model(problem: Mapping[str, Any]) -> Model:
+    """13 flops per interior point; 8 bytes per point: the least any sweep can move."""
+    n = problem["n"]
+    return Model(flops=FLOPS_PER_POINT * max(n - 2, 0) ** 3, bytes=BYTES_PER_POINT * n ** 3)
+
+
+def tile_intensity(t: float) -> float:
+    """The book's OP/B of a T^3 input tile computing its inner (T-2)^3 outputs:
+    13 (T-2)^3 / (4 T^3) = (13/4)(1 - 2/T)^3. Also 8.4/8.5's T^2 plane walking T-2 planes."""
+    return FLOPS_PER_POINT / 4 * (1 - 2 / t) ** 3
+
+
+def streaming_loads(x: int, y: int, z: int) -> float:
+    """Loads per output of a block that computes an x * y * z tile walking along z (05-07):
+    its x*y points of z + 2 planes (one before, one after), plus per computed plane a halo row
+    above and below (2x) and a point left and right of each row (2y)."""
+    return (x * y * (z + 2) + 2 * z * (x + y)) / (x * y * z)
+
+
+# Loads each output costs, per variant, as the book counts them (an infinite grid, no cache).
+_LOADS = {
+    "01_basic": lambda d: 7,
+    "02_shared_memory_tiling": lambda d: (d["IN_TILE_DIM"] / (d["IN_TILE_DIM"] - 2)) ** 3,
+    "03_thread_coarsening": lambda d: (d["IN_TILE_DIM"] / (d["IN_TILE_DIM"] - 2)) ** 3,
+    "04_register_tiling": lambda d: (d["IN_TILE_DIM"] / (d["IN_TILE_DIM"] - 2)) ** 3,
+    "05_aligned_tiles": lambda d: streaming_loads(*_shape_aligned(d)[1]),
+    "06_vectorized": lambda d: streaming_loads(*_shape_vector(d)[1]),
+    "07_pipelined": lambda d: streaming_loads(*_shape_vector(d)[1]),
+}
+
+
+def book_intensity(variant: Variant, defines: Mapping[str, Any] | None = None) -> float:
+    """OP/B as the book counts it: 13 flops per output over 4 bytes per global load issued (stores
+    not counted). 01: 13/28 = 0.46; 02 (T = 8): 1.37; 03/04 (T = 32): 2.68."""
+    loads = _LOADS[variant.name]({**variant.defines, **(defines or {})})
+    return FLOPS_PER_POINT / (4 * loads)
+
+
+# --------------------------------------------------------------------------------------------
+# A stencil sweep in a time loop: heat diffusion
+# --------------------------------------------------------------------------------------------
+
+def heat_coefficients(alpha: float) -> np.ndarray:
+    """The explicit heat equation u' = u + alpha * (sum of the 6 neighbours - 6u): c0 = 1 - 6 alpha,
+    c1..c6 = alpha. For 0 < alpha <= 1/6 every coefficient is >= 0 and they sum to 1, so each new
+    value is a weighted mean of old ones (stable; no new maximum or minimum)."""
+    return np.array([1 - 6 * alpha] + [alpha] * 6, dtype=np.float32)
+
+
+def hot_cube(n: int, xp=np):
+    """Initial condition: interior at 1, walls (the boundary, held fixed by every sweep) at 0."""
+    u = xp.zeros((n, n, n), dtype=np.float32)
+    u[1:-1, 1:-1, 1:-1] = 1
+    return u
+
+
+def heat(u) -> float:
+    """The heat inside: the float64 sum of the interior points."""
+    return float(np.asarray(pmpp.asnumpy(u))[1:-1, 1:-1, 1:-1].sum(dtype=np.float64))
+
+
+def wall_flux(u, alpha: float) -> float:
+    """The heat one sweep adds to the interior: alpha * sum over each interior point next to a
+    wall of (wall value - its value). Inside, what a point gives its neighbour the neighbour
+    receives, so only the walls change the total; with walls at 0 this is <= 0."""
+    u = np.asarray(pmpp.asnumpy(u), dtype=np.float64)
+    total = 0.0
+    for axis in range(3):
+        for wall, beside in ((0, 1), (-1, -2)):
+            face = np.take(u, wall, axis)[1:-1, 1:-1]
+            inside = np.take(u, beside, axis)[1:-1, 1:-1]
+            total += float((face - inside).sum())
+    return alpha * total
+
+
+def sweeps(variant: Variant, module, u0, c, steps: int) -> list[np.ndarray]:
+    """``steps`` sweeps of ``variant`` from the grid ``u0`` (an array on the module's backend),
+    ping-ponging two buffers: each sweep's output is the next one's input. Returns the grids
+    u0, u1, ..., u_steps as NumPy arrays."""
+    xp = pmpp.get_array_module(u0)
+    src, dst = u0.copy(), xp.empty_like(u0)
+    problem = {"n": int(u0.shape[0])}
+    history = [np.array(pmpp.asnumpy(u0))]
+    for _ in range(steps):
+        variant.launch(module, problem, {"in": src, "out": dst, "c": c})
+        src, dst = dst, src
+        history.append(np.array(pmpp.asnumpy(src)))
+    return history
+
+
+# --------------------------------------------------------------------------------------------
+# Library routines: the bar to beat
+# --------------------------------------------------------------------------------------------
+
+def correlation_weights(c) -> np.ndarray:
+    """The 3x3x3 correlation kernel of the stencil: w[1+di, 1+dj, 1+dk] weighs in[i+di, j+dj, k+dk]."""
+    c = np.asarray(c, dtype=np.float32)
+    w = np.zeros((3, 3, 3), dtype=np.float32)
+    w[1, 1, 1], w[1, 1, 0], w[1, 1, 2], w[1, 0, 1], w[1, 2, 1], w[0, 1, 1], w[2, 1, 1] = c
+    return w
+
+
+def copy_boundary(out, x) -> None:
+    """out's six faces = x's (works on NumPy, CuPy and torch arrays)."""
+    for edge in (0, -1):
+        out[edge] = x[edge]
+        out[:, edge] = x[:, edge]
+        out[:, :, edge] = x[:, :, edge]
+
+
+def _correlate_run(ndimage: str):
+    """``ndimage.correlate`` (27 taps, 20 of them zero) of the grid, then the boundary copied."""
+
+    def run(problem, inputs):
+        module = importlib.import_module(ndimage)
+        xp = pmpp.get_array_module(inputs["in"])
+        x = inputs["in"]
+        out = module.correlate(x, xp.asarray(correlation_weights(inputs["c"])), mode="constant")
+        copy_boundary(out, x)
+        return out
+
+    return run
+
+
+def _numpy_run(problem, inputs):
+    return sweep(inputs["in"], inputs["c"], np.float32)
+
+
+def _torch_run(problem, inputs):
+    """``torch.nn.functional.conv3d`` (cuDNN; a correlation, as here) on the interior, TF32 off."""
+    import torch
+    x = torch.from_dlpack(inputs["in"])
+    out = torch.from_dlpack(inputs["out"])
+    w = torch.as_tensor(correlation_weights(inputs["c"]), device=x.device)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        inner = torch.nn.functional.conv3d(x[None, None], w[None, None])[0, 0]
+    out[1:-1, 1:-1, 1:-1] = inner
+    copy_boundary(out, x)
+    return inputs["out"]
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _torch_available(backend: str) -> bool:
+    if backend != "cupy" or not _installed("torch"):
+        return False
+    import torch
+    return torch.cuda.is_available()
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter
+# --------------------------------------------------------------------------------------------
+
+_BASIC = {"BLOCK_X": 8, "BLOCK_Y": 8, "BLOCK_Z": 8}
+_CUBE = {"IN_TILE_DIM": 8}
+_PLANES = {"IN_TILE_DIM": 32}
+_ALIGNED = {"BLOCK_X": 32, "BLOCK_Y": 8, "Z_TILE": 32}
+
+
+def _variant(name, title, source, kernel, shape, defines):
+    return Variant(name, title, source, _launch(kernel, shape, defines), dram_model,
+                   defines=defines, max_n=MAX_N)
+
+
+VARIANTS = (
+    _variant("01_basic", "8.2 basic: one thread per point, 7 global loads", "PMPP 8.2",
+             "BasicStencilKernel", _shape_basic, _BASIC),
+    _variant("02_shared_memory_tiling", "8.3 shared-memory tiling: T^3 input tile (T = 8)", "PMPP 8.3",
+             "SharedMemoryTilingStencilKernel", _shape_cube, _CUBE),
+    _variant("03_thread_coarsening", "8.4 thread coarsening in z: 3 planes in shared (T = 32)", "PMPP 8.4",
+             "ThreadCoarseningStencilKernel", _shape_planes, _PLANES),
+    _variant("04_register_tiling", "8.5 register tiling: z neighbours in registers", "PMPP 8.5",
+             "RegisterTilingStencilKernel", _shape_planes, _PLANES),
+    _variant("05_aligned_tiles", "aligned 32-wide tiles, every thread computes", "beyond the book",
+             "AlignedTilesStencilKernel", _shape_aligned, _ALIGNED),
+    _variant("06_vectorized", "float4: 4 points per thread, shuffles for x", "beyond the book",
+             "VectorizedStencilKernel", _shape_vector, _ALIGNED),
+    _variant("07_pipelined", "loads a plane ahead, double-buffered, 1 barrier", "beyond the book",
+             "PipelinedStencilKernel", _shape_vector, _ALIGNED),
+)
+
+CHAPTER = Chapter(
+    name="stencil",
+    title="Stencil (PMPP ch. 8)",
+    kernel_dir="stencil",
+    variants=VARIANTS,
+    make_inputs=make_inputs,
+    reference=reference,
+    check=check,
+    problems={"gpu": {"n": 512}, "cpu": {"n": 64}},
+    test_sizes=(1, 2, 3, 4, 37, 68),
+    library=(
+        Library("cupyx correlate", _correlate_run("cupyx.scipy.ndimage"),
+                lambda backend: backend == "cupy"),
+        Library("torch conv3d (cuDNN)", _torch_run, _torch_available),
+        Library("numpy slices", _numpy_run, lambda backend: backend == "cpu"),
+        Library("scipy correlate", _correlate_run("scipy.ndimage"),
+                lambda backend: backend == "cpu" and _installed("scipy")),
+    ),
+    describe=lambda p: f"n={p['n']} ({p['n']}^3 float32 points)",
+    make_exact_inputs=make_integer_inputs,
+)
