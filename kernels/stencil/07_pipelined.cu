@@ -1,9 +1,12 @@
-// Beyond the book: a software pipeline - loads one plane ahead, one barrier per plane
+// Beyond the book: a software pipeline - loads issued PREFETCH planes ahead, one barrier per plane
 // Changed from 06_vectorized: in 06 every plane's step loads plane i + 1 and its halo and then
 // waits for them before the barrier and the arithmetic, so each step pays a full memory latency
-// and only other blocks' loads fill it. Here the loads for plane i + 2 are issued at the start of
-// step i and used only in step i + 1: a whole step of work (barrier, shuffles, arithmetic,
-// stores) runs while they are in flight - twice the bytes in flight per thread.
+// and only other blocks' loads fill it. Here the loads for plane i + 1 + PREFETCH are issued at
+// the start of step i and used PREFETCH steps later, kept meanwhile in a small queue of
+// registers, ahead[]. With PREFETCH = 2 each thread has two planes' float4s (32 bytes) in flight:
+// at 4 blocks of 256 threads per SM (60 registers each) that is 32 KiB per SM, what the copy
+// kernel keeps in flight (one float4 for each of 2048 threads) - Little's law: bytes in flight =
+// bandwidth x latency, the amount the memory system needs to run at full speed.
 // The current plane is double-buffered in shared memory: step i reads buffer i % 2 while the
 // threads write plane i + 1 into the other one, so the second barrier of 04-06 (wait until
 // everyone has read the plane before overwriting it) is gone: one __syncthreads() per plane.
@@ -18,6 +21,9 @@
 #endif
 #ifndef Z_TILE
 #define Z_TILE 32    // planes each block walks through
+#endif
+#ifndef PREFETCH
+#define PREFETCH 2   // steps between issuing a plane's loads and using them (1 or more)
 #endif
 #define FULL_MASK 0xffffffffu
 
@@ -109,27 +115,32 @@ PipelinedStencilKernel(const float* __restrict__ in, float* __restrict__ out, un
         return l;
     };
 
+    // ahead[d] holds plane i + d: ahead[0] is the plane computed in this step, ahead[1] its z + 1
+    // neighbour (and the plane written to shared memory for the next step), the rest in flight.
     float4 inPrev = (inPlane && iStart >= 1) ? load4(in, (iStart - 1) * plane + p, count, vec) : zero;
-    PlaneLoads curr = loadPlane(iStart);
-    PlaneLoads next = loadPlane(iStart + 1);
-    inCurr_s[0][ty + 1][tx] = curr.center;
+    PlaneLoads ahead[PREFETCH + 1];
+#pragma unroll
+    for (int d = 0; d <= PREFETCH; ++d) {
+        ahead[d] = loadPlane(iStart + d);
+    }
+    inCurr_s[0][ty + 1][tx] = ahead[0].center;
     if (ty == 0 || ty == BLOCK_Y - 1) {
-        inCurr_s[0][haloRow][tx] = curr.halo;
+        inCurr_s[0][haloRow][tx] = ahead[0].halo;
     }
     unsigned int b = 0;   // the buffer that holds plane i
     for (unsigned int i = iStart; i < iEnd; ++i) {
-        PlaneLoads ahead = loadPlane(i + 2);   // in flight during this whole step
+        PlaneLoads fresh = loadPlane(i + PREFETCH + 1);   // in flight for the next PREFETCH steps
         __syncthreads();   // plane i is in buffer b, and nobody reads buffer 1 - b (plane i - 1) any more
-        inCurr_s[1 - b][ty + 1][tx] = next.center;             // plane i + 1, for the next step
+        inCurr_s[1 - b][ty + 1][tx] = ahead[1].center;     // plane i + 1, for the next step
         if (ty == 0 || ty == BLOCK_Y - 1) {
-            inCurr_s[1 - b][haloRow][tx] = next.halo;
+            inCurr_s[1 - b][haloRow][tx] = ahead[1].halo;
         }
-        float fromLeft = __shfl_up_sync(FULL_MASK, curr.center.w, 1, BLOCK_X);     // lane - 1's last point
-        float fromRight = __shfl_down_sync(FULL_MASK, curr.center.x, 1, BLOCK_X);  // lane + 1's first point
-        if (tx == 0) fromLeft = curr.edge;
-        if (tx == BLOCK_X - 1) fromRight = curr.edge;
+        float4 c = ahead[0].center, zm = inPrev, zp = ahead[1].center;
+        float fromLeft = __shfl_up_sync(FULL_MASK, c.w, 1, BLOCK_X);     // lane - 1's last point
+        float fromRight = __shfl_down_sync(FULL_MASK, c.x, 1, BLOCK_X);  // lane + 1's first point
+        if (tx == 0) fromLeft = ahead[0].edge;
+        if (tx == BLOCK_X - 1) fromRight = ahead[0].edge;
         if (inPlane) {
-            float4 c = curr.center, zm = inPrev, zp = next.center;
             float4 ym = inCurr_s[b][ty][tx], yp = inCurr_s[b][ty + 2][tx];
             bool interiorIJ = interiorJ && i >= 1 && i < N - 1;
             float4 r;
@@ -143,9 +154,12 @@ PipelinedStencilKernel(const float* __restrict__ in, float* __restrict__ out, un
                         c0, c1, c2, c3, c4, c5, c6);
             store4(out, i * plane + p, count, vec, r);
         }
-        inPrev = curr.center;
-        curr = next;
-        next = ahead;
+        inPrev = c;
+#pragma unroll
+        for (int d = 0; d < PREFETCH; ++d) {
+            ahead[d] = ahead[d + 1];
+        }
+        ahead[PREFETCH] = fresh;
         b = 1 - b;
     }
 }

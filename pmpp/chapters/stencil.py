@@ -399,6 +399,7 @@ _BASIC = {"BLOCK_X": 8, "BLOCK_Y": 8, "BLOCK_Z": 8}
 _CUBE = {"IN_TILE_DIM": 8}
 _PLANES = {"IN_TILE_DIM": 32}
 _ALIGNED = {"BLOCK_X": 32, "BLOCK_Y": 8, "Z_TILE": 32}
+_PIPELINED = {**_ALIGNED, "PREFETCH": 2}
 
 
 def _variant(name, title, source, kernel, shape, defines):
@@ -419,8 +420,8 @@ VARIANTS = (
              "AlignedTilesStencilKernel", _shape_aligned, _ALIGNED),
     _variant("06_vectorized", "float4: 4 points per thread, shuffles for x", "beyond the book",
              "VectorizedStencilKernel", _shape_vector, _ALIGNED),
-    _variant("07_pipelined", "loads a plane ahead, double-buffered, 1 barrier", "beyond the book",
-             "PipelinedStencilKernel", _shape_vector, _ALIGNED),
+    _variant("07_pipelined", "loads 2 planes ahead, double-buffered, 1 barrier", "beyond the book",
+             "PipelinedStencilKernel", _shape_vector, _PIPELINED),
 )
 
 CHAPTER = Chapter(
