@@ -1,0 +1,471 @@
+"""Chapter 7, second part - multi-channel convolution as implicit GEMM, step by step against cuDNN
+(after the lab report in seeds/003, which builds it on a V100 and compares with cuDNN).
+
+The problem, ``{"n", "c", "h", "w", "k", "r", "s", "stride", "pad"}`` (plus ``"precision"``,
+``"fp32"`` unless a variant says ``"tf32"``)::
+
+    output[n][k][p][q] = sum over c < C, r < R, s < S of
+                         input[n][c][p*stride - pad + r][q*stride - pad + s] * filter[k][c][r][s]
+
+float32, input N x C x H x W (NCHW), filter K x C x R x S (KCRS), output N x K x Oh x Ow with
+Oh = (H + 2 pad - R) // stride + 1 (Ow likewise); input outside the image counts as 0. It is a
+matrix product - M = K filters, N = N*Oh*Ow output pixels, a reduction over C*R*S - whose right
+operand, the im2col matrix, is never stored: each kernel gathers the pieces it needs ("implicit"
+GEMM). GFLOP/s = 2*N*K*Oh*Ow*C*R*S / t.
+
+Every kernel in ``kernels/implicit_gemm/`` handles any shape within 32-bit indexing (see
+:func:`check_problem`); 08 runs on a GPU only (tensor-core ``mma.sync``, which the CPU engine cannot
+run). The bar to beat is cuDNN through ``torch.nn.functional.conv2d``: FP32 with TF32 disabled,
+and TF32 enabled for the TF32 variant.
+
+The lab report's sweep (N=8, C in {32, 64}, H=W in {64, 128}, K in {128, 256}, 3x3, pad 1) is
+:func:`sweep`; on a GPU, :func:`record_sweep` measures it and writes it into the results file
+under the key :data:`SWEEP_KEY`, beside the chapter's own entries.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+import pmpp
+from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+
+U32 = 2.0 ** -24          # unit roundoff of float32, round to nearest
+U64 = 2.0 ** -53          # unit roundoff of float64
+U_TF32 = 2.0 ** -10       # TF32 keeps 10 of float32's 23 mantissa bits: rounding errs by at most
+                          # 2^-11, truncation (what the tensor cores do to unrounded inputs) by 2^-10
+INT32_LIMIT = 2 ** 31     # the kernels index with 32-bit ints
+RSCK_ALIGN = 4            # 07/08: rows of the rearranged filter padded to a multiple of 4 floats
+
+GPU_PROBLEM = {"n": 8, "c": 64, "h": 128, "w": 128, "k": 128, "r": 3, "s": 3, "stride": 1, "pad": 1}
+CPU_PROBLEM = {"n": 2, "c": 8, "h": 13, "w": 13, "k": 16, "r": 3, "s": 3, "stride": 1, "pad": 1}
+
+# The lab report's sweep; 8 x 64 x 128 x 128, K = 128 is the chapter's GPU problem.
+SWEEP = tuple({"n": 8, "c": c, "h": hw, "w": hw, "k": k, "r": 3, "s": 3, "stride": 1, "pad": 1}
+              for k in (128, 256) for c in (32, 64) for hw in (64, 128))
+SWEEP_KEY = "implicit_gemm_sweep"      # where record_sweep puts its entries in a results file
+
+
+# --------------------------------------------------------------------------------------------
+# Problem, inputs and reference
+# --------------------------------------------------------------------------------------------
+
+def output_size(problem: Mapping[str, Any]) -> tuple[int, int]:
+    """(Oh, Ow) = ((H + 2 pad - R) // stride + 1, (W + 2 pad - S) // stride + 1)."""
+    stride, pad = problem["stride"], problem["pad"]
+    return ((problem["h"] + 2 * pad - problem["r"]) // stride + 1,
+            (problem["w"] + 2 * pad - problem["s"]) // stride + 1)
+
+
+def check_problem(problem: Mapping[str, Any]) -> None:
+    """Raise ValueError for a shape the kernels cannot take: sizes below 1, an empty output, or
+    indices past 32-bit ints (input with one image to spare, output, filter)."""
+    for key in ("n", "c", "h", "w", "k", "r", "s", "stride"):
+        if int(problem[key]) < 1:
+            raise ValueError(f"{key} must be at least 1, got {problem[key]}")
+    if problem["pad"] < 0:
+        raise ValueError(f"pad must be at least 0, got {problem['pad']}")
+    oh, ow = output_size(problem)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"the filter ({problem['r']}x{problem['s']}) is larger than the padded input: "
+                         f"output {oh}x{ow}")
+    n, c, h, w, k, r, s = (problem[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
+    kp = -(-k // RSCK_ALIGN) * RSCK_ALIGN
+    for name, count in (("(N + 1) * C * H * W", (n + 1) * c * h * w), ("N * K * Oh * Ow", n * k * oh * ow),
+                        ("R * S * C * K", r * s * c * kp)):
+        if count >= INT32_LIMIT:
+            raise ValueError(f"{name} = {count} does not fit the kernels' 32-bit indices")
+
+
+def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
+    """``{"x": input, "w": filter}``, float32 uniform in [-1, 1), and ``"out"``, the output buffer
+    filled with NaN (an output the kernel never writes stays NaN and fails the check)."""
+    check_problem(problem)
+    x = rng.random(_input_shape(problem), dtype=np.float32) * 2 - 1      # exact, then rounds toward -1
+    w = rng.random(_filter_shape(problem), dtype=np.float32) * 2 - 1
+    return _inputs(problem, xp, x, w)
+
+
+def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator, bound: int = 2) -> dict:
+    """As :func:`make_inputs`, with integers in [-bound, bound]. Every product and partial sum is
+    then an integer of magnitude at most C*R*S*bound^2, exact in float32 (and in TF32, whose 11-bit
+    significand holds the inputs) while that is below 2^24: every variant must match exactly."""
+    check_problem(problem)
+    x = rng.integers(-bound, bound + 1, size=_input_shape(problem)).astype(np.float32)
+    w = rng.integers(-bound, bound + 1, size=_filter_shape(problem)).astype(np.float32)
+    return _inputs(problem, xp, x, w)
+
+
+def _input_shape(p):
+    return (p["n"], p["c"], p["h"], p["w"])
+
+
+def _filter_shape(p):
+    return (p["k"], p["c"], p["r"], p["s"])
+
+
+def _output_shape(p):
+    return (p["n"], p["k"], *output_size(p))
+
+
+def _inputs(problem, xp, x, w) -> dict:
+    return {"x": xp.asarray(x), "w": xp.asarray(w),
+            "out": xp.full(_output_shape(problem), np.nan, dtype=np.float32)}
+
+
+def im2col(image: np.ndarray, r: int, s: int, stride: int, pad: int) -> np.ndarray:
+    """The im2col matrix of one image (C x H x W): row (c, r, s), column (p, q) holds
+    image[c][p*stride - pad + r][q*stride - pad + s], 0 outside - shape (C*R*S, Oh*Ow), a copy."""
+    c = image.shape[0]
+    padded = np.pad(image, ((0, 0), (pad, pad), (pad, pad)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (r, s), axis=(1, 2))[:, ::stride, ::stride]
+    oh, ow = windows.shape[1:3]                                   # windows[c, p, q, r, s]
+    return windows.transpose(0, 3, 4, 1, 2).reshape(c * r * s, oh * ow)
+
+
+@dataclass(frozen=True)
+class ConvReference:
+    """The float64 convolution (``value``, N x K x Oh x Ow) and, per output, the sum of
+    |filter * input| over its terms (``abs_value``), which the tolerance of :func:`check` scales."""
+
+    value: np.ndarray
+    abs_value: np.ndarray
+
+
+def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> ConvReference:
+    """im2col and one float64 matrix product per image (NumPy), for the value and for |.|."""
+    x = pmpp.asnumpy(inputs["x"]).astype(np.float64)
+    w = pmpp.asnumpy(inputs["w"]).astype(np.float64).reshape(problem["k"], -1)     # K x CRS
+    value = np.empty(_output_shape(problem))
+    abs_value = np.empty_like(value)
+    for n in range(problem["n"]):
+        cols = im2col(x[n], problem["r"], problem["s"], problem["stride"], problem["pad"])
+        value[n] = (w @ cols).reshape(value.shape[1:])
+        abs_value[n] = (np.abs(w) @ np.abs(cols)).reshape(value.shape[1:])
+    return ConvReference(value, abs_value)
+
+
+# --------------------------------------------------------------------------------------------
+# Checking
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Result:
+    """An output computed at a stated precision - cuDNN with TF32 allowed, judged as TF32 while
+    the problem (shared with the FP32 routines) says FP32."""
+
+    array: Any
+    precision: str
+
+
+def gamma(m: int, u: float) -> float:
+    """Higham's gamma_m = m u / (1 - m u)."""
+    return m * u / (1 - m * u) if m * u < 1 else math.inf
+
+
+def tolerance(problem: Mapping[str, Any], precision: str | None = None) -> float:
+    """The largest error a correct kernel can make on an output, as a multiple of that output's
+    sum of |filter * input| over its m = C*R*S terms.
+
+    FP32: each product rounds once and each term goes through at most m - 1 additions, in
+    whatever order a kernel sums them (or one rounding per fused multiply-add), so the error is at
+    most gamma_m(2^-24) * sum |w x| (Higham, *Accuracy and Stability of Numerical Algorithms*,
+    2nd ed., sec. 3.1). TF32: both operands are first rounded or truncated to 10 mantissa bits
+    (relative error <= 2^-10 each, so <= 2 * 2^-10 + 2^-20 per product), then products are summed in
+    FP32 (gamma_m with u = 2^-23, allowing the tensor cores to truncate): ~2e-3, the "~1e-3
+    relative" of TF32. Plus the float64 reference's own gamma_m(2^-53). A worst case: typical
+    errors are 100x smaller, and a dropped or doubled term is caught by the exact integer test.
+    """
+    m = problem["c"] * problem["r"] * problem["s"]
+    precision = precision or problem.get("precision", "fp32")
+    if precision == "fp32":
+        bound = gamma(m, U32)
+    elif precision == "tf32":
+        operands = 2 * U_TF32 + U_TF32 ** 2
+        bound = operands + (1 + operands) * gamma(m, 2 * U32)
+    else:
+        raise ValueError(f"precision must be 'fp32' or 'tf32', got {precision!r}")
+    return bound + gamma(m, U64)
+
+
+def check(output, ref: ConvReference, problem: Mapping[str, Any]) -> CheckResult:
+    """Every output within :func:`tolerance` x its sum |w x| of the float64 reference (NaN never)."""
+    precision = getattr(output, "precision", problem.get("precision", "fp32"))
+    out = np.asarray(pmpp.asnumpy(getattr(output, "array", output)), dtype=np.float64)
+    factor = tolerance(problem, precision)
+    if out.shape != ref.value.shape:
+        return CheckResult(False, math.inf, factor, f"output of shape {out.shape}, expected {ref.value.shape}")
+    error = np.abs(out - ref.value)
+    bad = ~(error <= factor * ref.abs_value)                     # NaN compares False: bad
+    relative = np.divide(error, ref.abs_value, out=np.where(error > 0, np.inf, 0.0), where=ref.abs_value > 0)
+    worst = float(np.nanmax(np.where(np.isnan(relative), np.inf, relative))) if relative.size else 0.0
+    detail = (f"{precision}: max error {worst:.3g} x sum|w x| (tolerance {factor:.3g} x sum|w x|)")
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        detail = (f"{int(bad.sum())} of {bad.size} outputs wrong, first at [n, k, p, q] = {list(where)}: "
+                  f"{float(out[where])!r}, expected {float(ref.value[where])!r}; {detail}")
+    return CheckResult(not bad.any(), worst, factor, detail)
+
+
+# --------------------------------------------------------------------------------------------
+# Launching
+# --------------------------------------------------------------------------------------------
+
+def _sizes(problem) -> tuple[int, ...]:
+    """The kernels' size arguments: N, C, H, W, K, R, S, stride, pad, Oh, Ow."""
+    return (*(int(problem[x]) for x in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad")),
+            *output_size(problem))
+
+
+def _pixels(problem) -> int:
+    oh, ow = output_size(problem)
+    return problem["n"] * oh * ow
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _defines(module, variant_defines: Mapping[str, Any]) -> dict:
+    return {**variant_defines, **module.defines}
+
+
+def _launch_naive(module, problem, inputs):
+    """01: one thread per output, BLOCK_DIM threads per block."""
+    check_problem(problem)
+    block = int(_defines(module, {"BLOCK_DIM": 256})["BLOCK_DIM"])
+    total = _pixels(problem) * problem["k"]
+    module.get_function("ImplicitGemmNaiveKernel")(
+        _cdiv(total, block), block, (inputs["x"], inputs["w"], inputs["out"], *_sizes(problem)))
+    return inputs["out"]
+
+
+def _tiled(kernel: str, *, tile: int | None = None, threads: int = 256, square_block: bool = False):
+    """02-06: a block per tile x tile outputs (tile from the TILE define if None), grid (pixel
+    tiles, filter tiles); ``square_block``: a TILE x TILE block (02) instead of a 1D one."""
+
+    def launch(module, problem, inputs):
+        check_problem(problem)
+        t = tile or int(_defines(module, {"TILE": 16})["TILE"])
+        block = (t, t) if square_block else (threads if tile else t * t)
+        grid = (_cdiv(_pixels(problem), t), _cdiv(problem["k"], t))
+        module.get_function(kernel)(grid, block, (inputs["x"], inputs["w"], inputs["out"], *_sizes(problem)))
+        return inputs["out"]
+
+    return launch
+
+
+def _rearranged_filter(module, problem, w):
+    """07, 08: the filter as RSCK, rows of K padded to Kp (a multiple of 4): (filter_t, Kp)."""
+    xp = pmpp.get_array_module(w)
+    k, rs = problem["k"], problem["r"] * problem["s"]
+    kp = _cdiv(k, RSCK_ALIGN) * RSCK_ALIGN
+    filter_t = xp.empty(rs * problem["c"] * kp, dtype=np.float32)
+    module.get_function("FilterToRSCKKernel")(_cdiv(filter_t.size, 256), 256,
+                                              (w, filter_t, k, problem["c"], rs, kp))
+    return filter_t, kp
+
+
+def _rsc(kernel: str):
+    """07, 08: rearrange the filter, then a 256-thread block per 128 x 128 outputs."""
+
+    def launch(module, problem, inputs):
+        check_problem(problem)
+        filter_t, kp = _rearranged_filter(module, problem, inputs["w"])
+        grid = (_cdiv(_pixels(problem), 128), _cdiv(problem["k"], 128))
+        module.get_function(kernel)(grid, 256, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp))
+        return inputs["out"]
+
+    return launch
+
+
+# --------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------
+
+def flops(problem: Mapping[str, Any]) -> float:
+    """2 * N * K * Oh * Ow * C * R * S: a multiply and an add per filter tap per output."""
+    return 2.0 * _pixels(problem) * problem["k"] * problem["c"] * problem["r"] * problem["s"]
+
+
+def _model(rearranges_filter: bool = False):
+    """What must move through device memory: input and filter read once, output written once
+    (caches serve every re-read), plus 07/08's rearranged filter (written, then read)."""
+
+    def model(problem):
+        p = problem
+        floats = p["n"] * p["c"] * p["h"] * p["w"] + p["k"] * p["c"] * p["r"] * p["s"] + _pixels(p) * p["k"]
+        if rearranges_filter:
+            floats += 2 * p["r"] * p["s"] * p["c"] * _cdiv(p["k"], RSCK_ALIGN) * RSCK_ALIGN
+        return Model(flops=flops(p), bytes=4.0 * floats)
+
+    return model
+
+
+def load_intensity(tile_m: int, tile_n: int) -> float:
+    """FLOP per byte that a block computing tile_m filters x tile_n pixels loads from global
+    memory (L2 or DRAM), the lab report's model: per reduction index it loads tile_m filter and
+    tile_n im2col values (4 bytes each) for tile_m * tile_n multiply-adds (2 FLOP each), so
+    tile_m * tile_n / (2 (tile_m + tile_n)). One output per thread, no reuse (01): 1 x 1, 0.25 OP/B,
+    the book's figure for its basic kernel; square tiles maximize it for a given tile area."""
+    return tile_m * tile_n / (2.0 * (tile_m + tile_n))
+
+
+# --------------------------------------------------------------------------------------------
+# Library routines: the bar to beat
+# --------------------------------------------------------------------------------------------
+
+def _torch_available(backend: str) -> bool:
+    if backend != "cupy" or importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+    return torch.cuda.is_available()
+
+
+def _cudnn(tf32: bool):
+    """``torch.nn.functional.conv2d`` on the same CuPy arrays (no copies), cuDNN with TF32 allowed
+    or not. cuDNN picks its algorithm by its own heuristics (torch's default, benchmark mode off)."""
+
+    def run(problem, inputs):
+        import cupy
+        import torch
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        x, w = torch.from_dlpack(inputs["x"]), torch.from_dlpack(inputs["w"])
+        y = torch.nn.functional.conv2d(x, w, stride=problem["stride"], padding=problem["pad"])
+        out = cupy.from_dlpack(y)
+        return Result(out, "tf32") if tf32 else out
+
+    return run
+
+
+def _numpy_run(problem, inputs):
+    """im2col and a float32 matrix product per image."""
+    x, w = pmpp.asnumpy(inputs["x"]), pmpp.asnumpy(inputs["w"]).reshape(problem["k"], -1)
+    return np.stack([(w @ im2col(x[n], problem["r"], problem["s"], problem["stride"], problem["pad"]))
+                     .reshape(_output_shape(problem)[1:]) for n in range(problem["n"])])
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter
+# --------------------------------------------------------------------------------------------
+
+TILES = {"01_naive": (1, 1), "02_shared_tiles": (16, 16), "03_warp_tile": (16, 16),
+         "04_thread_tile": (64, 64), "05_large_tile": (128, 128), "06_double_buffer": (128, 128),
+         "07_rsc_order": (128, 128), "08_tf32_mma": (128, 128)}
+"""The output tile (filters x pixels) a block computes, for :func:`load_intensity`."""
+
+VARIANTS = (
+    Variant("01_naive", "naive: one output per thread", "report v0, PMPP 7.2",
+            _launch_naive, _model(), defines={"BLOCK_DIM": 256}),
+    Variant("02_shared_tiles", "16 x 16 shared-memory tiles of filter and im2col", "report v1, PMPP 5.4",
+            _tiled("ImplicitGemmSharedTilesKernel", square_block=True), _model(), defines={"TILE": 16}),
+    Variant("03_warp_tile", "warp tile: a warp computes 4 x 8 outputs", "report v2",
+            _tiled("ImplicitGemmWarpTileKernel"), _model(), defines={"TILE": 16}),
+    Variant("04_thread_tile", "thread tile: 4 x 4 outer products, 64 x 64 tiles", "report v3",
+            _tiled("ImplicitGemmThreadTileKernel", tile=64), _model()),
+    Variant("05_large_tile", "128 x 128 tiles, 8 x 8 per thread", "report v4",
+            _tiled("ImplicitGemmLargeTileKernel", tile=128), _model()),
+    Variant("06_double_buffer", "double buffering: next tiles load during the FMAs", "beyond the report",
+            _tiled("ImplicitGemmDoubleBufferKernel", tile=128), _model()),
+    Variant("07_rsc_order", "reduction over (r, s) outside, c inside; RSCK filter", "beyond the report",
+            _rsc("ImplicitGemmRscKernel"), _model(rearranges_filter=True)),
+    Variant("08_tf32_mma", "TF32 tensor cores: mma.sync.m16n8k8", "beyond the report",
+            _rsc("ImplicitGemmTf32Kernel"), _model(rearranges_filter=True),
+            problem={"precision": "tf32"}, gpu_only=True),
+)
+
+
+def describe(problem: Mapping[str, Any]) -> str:
+    p = problem
+    return (f"N={p['n']} C={p['c']} H={p['h']} W={p['w']} K={p['k']} {p['r']}x{p['s']} "
+            f"stride {p['stride']} pad {p['pad']} {p.get('precision', 'fp32')}")
+
+
+CHAPTER = Chapter(
+    name="implicit_gemm",
+    title="Convolution as implicit GEMM (PMPP ch. 7, multi-channel)",
+    kernel_dir="implicit_gemm",
+    variants=VARIANTS,
+    make_inputs=make_inputs,
+    reference=reference,
+    check=check,
+    # The GPU problem is compute bound (~190 FLOP per compulsory byte): that its 34 MB input fits
+    # in the H100's 50 MB L2 changes little. It is the size the issue's cuDNN figures are for.
+    problems={"gpu": dict(GPU_PROBLEM), "cpu": dict(CPU_PROBLEM)},
+    test_sizes=(1, 3),            # batch sizes N for `pmpp run`; the tests add awkward shapes
+    library=(
+        Library("cuDNN FP32 (torch conv2d)", _cudnn(tf32=False), _torch_available),
+        Library("cuDNN TF32 (torch conv2d)", _cudnn(tf32=True), _torch_available),
+        Library("numpy im2col + matmul", _numpy_run, lambda backend: backend == "cpu"),
+    ),
+    describe=describe,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The lab report's sweep
+# --------------------------------------------------------------------------------------------
+
+def sweep(problems: Sequence[Mapping[str, Any]] = SWEEP, *, backend="auto",
+          variants: Sequence[str] | None = None) -> list[dict]:
+    """Check and time the variants (all by default) and the library routines on each problem:
+    ``pmpp.runner.measure`` entries, each naming its problem."""
+    from pmpp import runner
+    entries = []
+    for problem in problems:
+        entries += runner.measure(CHAPTER, backend=backend, problem=problem, variants=variants)
+    return entries
+
+
+def record_sweep(path=None) -> str:
+    """On a GPU: measure :data:`SWEEP` and write it into the results file (default
+    ``results/<device>.json``) under :data:`SWEEP_KEY`; returns :func:`sweep_table` of it."""
+    from pmpp import device, results
+    entries = sweep(backend="cupy")
+    results.write_results(path, SWEEP_KEY, entries, device.ceilings())
+    return sweep_table(entries)
+
+
+def sweep_rows(entries: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Per problem of a sweep: the fastest correct FP32 variant and the TF32 variant, each beside
+    cuDNN at the same precision (``None`` where an entry is missing)."""
+    rows = []
+    for problem in dict.fromkeys(_fp32_problem(e["problem"]) for e in entries):
+        mine = [e for e in entries if _fp32_problem(e["problem"]) == problem]
+        fp32 = [e for e in mine if e["kind"] == "variant" and e["correct"] and e["problem"].endswith("fp32")]
+        named = {e["name"]: e for e in mine}
+        rows.append({"problem": problem,
+                     "best_fp32": min(fp32, key=lambda e: e["median_us"]) if fp32 else None,
+                     "cudnn_fp32": named.get("cuDNN FP32 (torch conv2d)"),
+                     "tf32": named.get("08_tf32_mma"),
+                     "cudnn_tf32": named.get("cuDNN TF32 (torch conv2d)")})
+    return rows
+
+
+def _fp32_problem(description: str) -> str:
+    return description.removesuffix(" tf32").removesuffix(" fp32")
+
+
+def sweep_table(entries: Sequence[Mapping[str, Any]]) -> str:
+    """The sweep as text: per problem, TFLOP/s of the best FP32 variant and of 08 beside cuDNN's,
+    and their ratios (ours / cuDNN's speed)."""
+
+    def tflops(e):
+        return f"{e['gflops'] / 1e3:7.1f}" if e else "      -"
+
+    def ratio(mine, theirs):
+        return f"{theirs['median_us'] / mine['median_us']:6.2f}x" if mine and theirs else "      -"
+
+    lines = [f"{'problem':<46} {'best FP32':<17} {'TF/s':>7} {'cuDNN':>7} {'ratio':>7}  "
+             f"{'08 TF/s':>7} {'cuDNN':>7} {'ratio':>7}"]
+    for row in sweep_rows(entries):
+        best = row["best_fp32"]
+        lines.append(f"{row['problem']:<46} {best['name'] if best else '-':<17} {tflops(best)} "
+                     f"{tflops(row['cudnn_fp32'])} {ratio(best, row['cudnn_fp32'])}  {tflops(row['tf32'])} "
+                     f"{tflops(row['cudnn_tf32'])} {ratio(row['tf32'], row['cudnn_tf32'])}")
+    return "\n".join(lines)

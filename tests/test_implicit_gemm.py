@@ -1,0 +1,322 @@
+"""Chapter 7, multi-channel convolution as implicit GEMM: every variant against the float64 NumPy
+reference, on the CPU engine (with its race and bounds checks) and on a GPU when there is one.
+
+Inputs are fresh each run; a failing test's message carries the seed that reproduces it. The
+TF32 variant (08) uses the tensor cores through inline PTX, which the CPU engine cannot run: on
+the CPU it runs with its two PTX instructions replaced by CUDA C that does the same (TF32
+rounding, and mma.sync.m16n8k8 with the fragment layout of the PTX ISA, gathered by shuffles).
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import pmpp
+from pmpp.chapters import implicit_gemm
+from pmpp.chapters.implicit_gemm import CHAPTER
+
+KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
+TF32 = CHAPTER.variant("08_tf32_mma")
+
+
+def shape(n, c, h, w, k, r, s, stride, pad):
+    return {"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad}
+
+
+# Awkward shapes: all ones; primes with a non-square filter and stride 2; K past one 128 tile with
+# C not a multiple of 16 and a 5x5 filter; stride 3 without padding; padding as wide as the filter
+# (outputs whose window is all padding); and the chapter's CPU problem (3 pixel tiles, the last
+# partial). Each is a few milliseconds for every variant on the CPU engine.
+SHAPES = {
+    "cpu_problem": dict(implicit_gemm.CPU_PROBLEM),
+    "all_ones": shape(1, 1, 1, 1, 1, 1, 1, 1, 0),
+    "primes_stride2": shape(3, 3, 7, 5, 17, 3, 2, 2, 1),
+    "k130_c20_5x5": shape(1, 20, 11, 9, 130, 5, 5, 1, 2),
+    "stride3_no_pad": shape(2, 5, 6, 6, 3, 3, 3, 3, 0),
+    "pad_past_filter": shape(1, 2, 5, 5, 4, 3, 3, 1, 3),
+}
+GPU_SHAPES = {**SHAPES, "gpu_problem": dict(implicit_gemm.GPU_PROBLEM)}
+
+
+# ------------------------------------------------------------------------------------------
+# Fixtures and helpers
+# ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def seed():
+    return int(np.random.SeedSequence().entropy % 2 ** 32)
+
+
+@pytest.fixture
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+_modules: dict = {}
+
+
+def load(variant, backend, *, source=None):
+    """The variant's module, compiled once per session; on the CPU engine with the checks on.
+    ``source``: a modified kernel text (the emulated TF32 kernel) instead of the file."""
+    key = (variant.name, backend, source is not None)
+    if key not in _modules:
+        where = {"source": source} if source is not None else {"path": CHAPTER.kernel_path(variant)}
+        _modules[key] = pmpp.load(**where, defines=dict(variant.defines), backend=backend,
+                                  check=backend == "cpu")
+    return _modules[key]
+
+
+def xp_for(backend):
+    if backend == "cpu":
+        return np
+    import cupy
+    return cupy
+
+
+def run(variant, backend, problem, inputs, *, source=None):
+    return variant.launch(load(variant, backend, source=source), problem, inputs)
+
+
+def cases():
+    """(variant, shape name, backend) for every variant and shape: on the GPU all of them, on the
+    CPU engine all but the GPU problem and the TF32 variant."""
+    for variant in CHAPTER.variants:
+        for name in GPU_SHAPES:
+            if not variant.gpu_only and name in SHAPES:
+                yield pytest.param(variant, name, "cpu", id=f"{variant.name}-{name}-cpu")
+            yield pytest.param(variant, name, "cupy", marks=pytest.mark.gpu, id=f"{variant.name}-{name}-cupy")
+
+
+EMULATED_TF32 = """__device__ __forceinline__ unsigned to_tf32(float x) {
+    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;   // cvt.rna.tf32.f32: nearest, ties away
+}"""
+EMULATED_MMA = """__device__ __forceinline__ void mma_16x8x8(float* d, const unsigned* a, const unsigned* b) {
+    // mma.sync.m16n8k8: lane (g, t) holds a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];
+    // b = B[t][g], B[t+4][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
+    unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int k = 0; k < 8; ++k) {
+        unsigned from = k % 4;                     // lanes holding column k of A, row k of B
+        float a_top = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? a[0] : a[2], g * 4 + from));
+        float a_bottom = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? a[1] : a[3], g * 4 + from));
+        float b_even = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? b[0] : b[1], 2 * t * 4 + from));
+        float b_odd = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? b[0] : b[1], (2 * t + 1) * 4 + from));
+        d[0] += a_top * b_even;
+        d[1] += a_top * b_odd;
+        d[2] += a_bottom * b_even;
+        d[3] += a_bottom * b_odd;
+    }
+}"""
+
+
+def emulated_tf32_source(text: str | None = None) -> str:
+    """08's kernel with its two inline-PTX helpers replaced by the CUDA C above."""
+    text = text if text is not None else pmpp.kernel_source(CHAPTER.kernel_path(TF32))
+    for name, body in (("to_tf32", EMULATED_TF32), ("mma_16x8x8", EMULATED_MMA)):
+        pattern = re.compile(r"__device__ __forceinline__ \w+ " + name + r"\(.*?\n\}", re.S)
+        assert len(pattern.findall(text)) == 1, f"08_tf32_mma.cu should define {name} once"
+        text = pattern.sub(lambda _: body, text)
+    assert "asm" not in text
+    return text
+
+
+# ------------------------------------------------------------------------------------------
+# Every variant, every shape
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant, name, backend", cases())
+def test_variant_matches_reference_on_random_inputs(variant, name, backend, rng, seed):
+    problem = {**GPU_SHAPES[name], **variant.problem}
+    inputs = CHAPTER.make_inputs(problem, xp_for(backend), rng)
+    output = run(variant, backend, problem, inputs)
+    result = CHAPTER.check(output, CHAPTER.reference(problem, inputs), problem)
+    assert result, f"{variant.name}, {name}, seed={seed}: {result.detail}"
+
+
+@pytest.mark.parametrize("variant, name, backend", cases())
+def test_integer_valued_inputs_convolve_exactly(variant, name, backend, rng, seed):
+    """Small integers keep every product and partial sum exact, in FP32 and in TF32: any
+    difference is a dropped, doubled or misplaced term."""
+    problem = {**GPU_SHAPES[name], **variant.problem}
+    inputs = implicit_gemm.make_integer_inputs(problem, xp_for(backend), rng)
+    got = pmpp.asnumpy(run(variant, backend, problem, inputs))
+    expected = CHAPTER.reference(problem, inputs).value
+    wrong = np.argwhere(got != expected)
+    assert wrong.size == 0, (f"{variant.name}, {name}, seed={seed}: {len(wrong)} outputs differ, first at "
+                             f"{wrong[0].tolist()}: {got[tuple(wrong[0])]} != {expected[tuple(wrong[0])]}")
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_tf32_kernel_with_emulated_mma_matches_reference_on_cpu(name, rng, seed):
+    """08's tiles, fragment loads, double buffering and epilogue on the CPU engine, race-checked:
+    a fragment loaded from the wrong place changes the result (see the next test)."""
+    problem = {**SHAPES[name], **TF32.problem}
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    output = run(TF32, "cpu", problem, inputs, source=emulated_tf32_source())
+    result = CHAPTER.check(output, CHAPTER.reference(problem, inputs), problem)
+    assert result, f"{name}, seed={seed}: {result.detail}"
+    exact = implicit_gemm.make_integer_inputs(problem, np, rng)
+    assert np.array_equal(run(TF32, "cpu", problem, exact, source=emulated_tf32_source()),
+                          CHAPTER.reference(problem, exact).value), f"{name}, seed={seed}"
+
+
+def test_emulated_mma_catches_a_fragment_loaded_from_the_wrong_place(rng):
+    """Swap A[g + 8][t] and A[g][t + 4] in 08's fragment loads: the emulation must notice."""
+    text = pmpp.kernel_source(CHAPTER.kernel_path(TF32))
+    first, second = "a[mi][1] = filter_s[buffer][kk + t][m + 8];", "a[mi][2] = filter_s[buffer][kk + t + 4][m];"
+    assert first in text and second in text
+    swapped = text.replace(first, "a[mi][1] = filter_s[buffer][kk + t + 4][m];").replace(
+        second, "a[mi][2] = filter_s[buffer][kk + t][m + 8];")
+    module = pmpp.load(source=emulated_tf32_source(swapped), backend="cpu")
+    problem = {**implicit_gemm.CPU_PROBLEM, **TF32.problem}
+    inputs = implicit_gemm.make_integer_inputs(problem, np, rng)
+    got = TF32.launch(module, problem, inputs)
+    assert not np.array_equal(got, CHAPTER.reference(problem, inputs).value)
+
+
+def test_filter_is_rearranged_to_rsck_with_rows_padded_to_four(rng):
+    problem = shape(1, 3, 4, 4, 5, 2, 3, 1, 0)
+    w = rng.random((5, 3, 2, 3), dtype=np.float32)
+    module = load(CHAPTER.variant("07_rsc_order"), "cpu")
+    filter_t, kp = implicit_gemm._rearranged_filter(module, problem, w)
+    assert kp == 8
+    expected = np.zeros((2, 3, 3, 8), np.float32)
+    expected[..., :5] = w.transpose(2, 3, 1, 0)               # [r][s][c][k]
+    assert np.array_equal(filter_t.reshape(2, 3, 3, 8), expected)
+
+
+def test_run_command_checks_and_times_the_chapter_on_cpu(capsys):
+    from pmpp.cli import main
+    assert main(["run", "implicit_gemm", "--backend", "cpu", "--variants", "05", "07"]) == 0
+    out = capsys.readouterr().out
+    assert "05_large_tile" in out and "07_rsc_order" in out and "numpy im2col" in out
+    assert "Every variant matched the reference." in out
+
+
+# ------------------------------------------------------------------------------------------
+# The chapter definition itself (no kernels)
+# ------------------------------------------------------------------------------------------
+
+def test_every_variant_has_a_kernel_file_numbered_in_order():
+    names = [v.name for v in CHAPTER.variants]
+    assert [int(name.split("_", 1)[0]) for name in names] == list(range(1, len(names) + 1))
+    assert sorted(p.stem for p in KERNEL_DIR.glob("*.cu")) == sorted(names)
+    assert set(implicit_gemm.TILES) == set(names)
+
+
+def test_only_the_tf32_variant_is_gpu_only_and_judged_as_tf32():
+    assert [v.name for v in CHAPTER.variants if v.gpu_only] == ["08_tf32_mma"]
+    assert [v.name for v in CHAPTER.variants if v.problem.get("precision") == "tf32"] == ["08_tf32_mma"]
+    assert not TF32.supports(implicit_gemm.CPU_PROBLEM, "cpu") and TF32.supports(implicit_gemm.GPU_PROBLEM, "cupy")
+
+
+def test_make_inputs_gives_fresh_float32_and_a_nan_poisoned_output(rng):
+    problem = dict(implicit_gemm.CPU_PROBLEM)
+    a, b = CHAPTER.make_inputs(problem, np, rng), CHAPTER.make_inputs(problem, np, rng)
+    assert a["x"].shape == (2, 8, 13, 13) and a["w"].shape == (16, 8, 3, 3) and a["out"].shape == (2, 16, 13, 13)
+    assert all(a[key].dtype == np.float32 for key in ("x", "w", "out"))
+    assert -1 <= a["x"].min() and a["x"].max() < 1 and not np.array_equal(a["x"], b["x"])
+    assert np.isnan(a["out"]).all()
+
+
+def test_output_size_follows_stride_and_padding():
+    assert implicit_gemm.output_size(implicit_gemm.GPU_PROBLEM) == (128, 128)
+    assert implicit_gemm.output_size(shape(1, 1, 7, 5, 1, 3, 2, 2, 1)) == (4, 3)
+    assert implicit_gemm.output_size(shape(1, 1, 6, 6, 1, 3, 3, 3, 0)) == (2, 2)
+
+
+def test_reference_matches_the_definition_summed_term_by_term(rng):
+    problem = shape(2, 3, 5, 4, 2, 3, 2, 2, 1)
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    x, w = inputs["x"].astype(np.float64), inputs["w"].astype(np.float64)
+    oh, ow = implicit_gemm.output_size(problem)
+    expected = np.zeros((2, 2, oh, ow))
+    for n, k, p, q, c, r, s in np.ndindex(2, 2, oh, ow, 3, 3, 2):
+        h, col = p * 2 - 1 + r, q * 2 - 1 + s
+        if 0 <= h < 5 and 0 <= col < 4:
+            expected[n, k, p, q] += x[n, c, h, col] * w[k, c, r, s]
+    ref = CHAPTER.reference(problem, inputs)
+    assert np.allclose(ref.value, expected, rtol=1e-12, atol=1e-12)
+    assert (ref.abs_value >= np.abs(ref.value)).all()
+
+
+def test_check_rejects_nan_a_wrong_output_and_a_wrong_shape(rng):
+    problem = dict(implicit_gemm.CPU_PROBLEM)
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    ref = CHAPTER.reference(problem, inputs)
+    good = ref.value.astype(np.float32)
+    assert CHAPTER.check(good, ref, problem)
+    for index, value in (((0, 0, 0, 0), np.nan), ((1, 15, 12, 12), good[1, 15, 12, 12] + 0.01)):
+        bad = good.copy()
+        bad[index] = value
+        assert not CHAPTER.check(bad, ref, problem)
+    assert not CHAPTER.check(good[:1], ref, problem)
+
+
+def test_tf32_results_get_the_tf32_tolerance_and_fp32_results_the_fp32_one(rng):
+    problem = dict(implicit_gemm.CPU_PROBLEM)
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    ref = CHAPTER.reference(problem, inputs)
+    off = (ref.value + 1e-4 * ref.abs_value).astype(np.float32)    # TF32-sized errors
+    assert not CHAPTER.check(off, ref, problem)
+    assert CHAPTER.check(implicit_gemm.Result(off, "tf32"), ref, problem)
+    assert CHAPTER.check(off, ref, {**problem, "precision": "tf32"})
+
+
+def test_tolerances_are_gamma_of_the_reduction_length():
+    fp32 = implicit_gemm.tolerance(implicit_gemm.GPU_PROBLEM)            # C*R*S = 576 terms
+    assert 576 * 2.0 ** -24 < fp32 < 1.01 * 576 * 2.0 ** -24
+    tf32 = implicit_gemm.tolerance(implicit_gemm.GPU_PROBLEM, "tf32")
+    assert 1e-3 < tf32 < 3e-3                                             # TF32's ~1e-3 relative
+
+
+def test_check_problem_rejects_empty_outputs_and_32_bit_overflow():
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        implicit_gemm.check_problem(shape(1, 1, 2, 2, 1, 3, 3, 1, 0))
+    with pytest.raises(ValueError, match="32-bit"):
+        implicit_gemm.check_problem(shape(64, 256, 512, 512, 1, 1, 1, 1, 0))
+    with pytest.raises(ValueError, match="at least 1"):
+        implicit_gemm.check_problem(shape(0, 1, 1, 1, 1, 1, 1, 1, 0))
+
+
+def test_model_counts_two_flops_per_tap_and_each_array_once():
+    p = implicit_gemm.GPU_PROBLEM
+    model = CHAPTER.variant("05").model(p)
+    assert model.flops == 2 * 8 * 128 * 128 * 128 * 64 * 9                 # 19.3 GFLOP
+    assert model.bytes == 4 * (8 * 64 * 128 * 128 + 128 * 64 * 9 + 8 * 128 * 128 * 128)
+    assert 180 < model.intensity < 200                                    # far right of the ridge
+    assert CHAPTER.variant("07").model(p).bytes == model.bytes + 2 * 4 * 9 * 64 * 128
+
+
+def test_load_intensity_is_the_books_quarter_for_one_output_and_grows_with_the_tile():
+    assert implicit_gemm.load_intensity(1, 1) == 0.25                    # PMPP's basic kernel
+    intensities = {name: implicit_gemm.load_intensity(*tile) for name, tile in implicit_gemm.TILES.items()}
+    assert intensities["02_shared_tiles"] == 4 and intensities["04_thread_tile"] == 16
+    assert intensities["05_large_tile"] == 32
+    assert implicit_gemm.load_intensity(64, 256) < implicit_gemm.load_intensity(128, 128)  # square is best
+
+
+def test_sweep_is_the_lab_reports_eight_problems():
+    assert len(implicit_gemm.SWEEP) == 8
+    assert {(p["c"], p["h"], p["k"]) for p in implicit_gemm.SWEEP} == {
+        (c, hw, k) for c in (32, 64) for hw in (64, 128) for k in (128, 256)}
+    assert implicit_gemm.GPU_PROBLEM in implicit_gemm.SWEEP
+
+
+def test_sweep_table_puts_each_problems_best_variants_beside_cudnn():
+    problem = implicit_gemm.describe(implicit_gemm.GPU_PROBLEM)           # ends in "fp32"
+    tf32 = problem.removesuffix("fp32") + "tf32"
+
+    def entry(name, kind, us, description=problem, correct=True):
+        return {"name": name, "kind": kind, "problem": description, "median_us": us,
+                "gflops": 19.33e9 / us / 1e3, "correct": correct}
+
+    entries = [entry("06_double_buffer", "variant", 600), entry("07_rsc_order", "variant", 500),
+               entry("05_large_tile", "variant", 400, correct=False), entry("08_tf32_mma", "variant", 250, tf32),
+               entry("cuDNN FP32 (torch conv2d)", "library", 462), entry("cuDNN TF32 (torch conv2d)", "library", 144)]
+    (row,) = implicit_gemm.sweep_rows(entries)
+    assert row["best_fp32"]["name"] == "07_rsc_order" and row["tf32"]["median_us"] == 250
+    table = implicit_gemm.sweep_table(entries)
+    assert "07_rsc_order" in table and "0.92x" in table and "0.58x" in table
