@@ -1,5 +1,5 @@
 // 7.5 Tiled convolution using caches for halo cells - the listing AS PRINTED (PMPP 4th ed.,
-// Fig. 7.15; also seeds/001). A teaching example of a bug: never run it on a GPU.
+// Fig. 7.15). A teaching example of a bug: never run it on a GPU.
 // Changed from 03_tiled_halo: input tile = output tile = block, TILE_DIM x TILE_DIM; only the
 // tile's own elements go to shared memory. A neighbour inside the tile is read from N_s, a halo
 // cell straight from global memory - by then the neighbouring block has usually brought it into
@@ -8,8 +8,9 @@
 // "- FILTER_RADIUS" of the test just above it. Every value read from N_s is shifted by
 // FILTER_RADIUS rows and columns (wrong results), and threads near the bottom of the tile read
 // past the end of N_s. (The tests "threadIdx.x - FILTER_RADIUS + fCol >= 0" compare an unsigned
-// expression, always true; a negative index wraps to a huge unsigned one and fails "< TILE_DIM",
-// so those neighbours still go to global memory, as intended - by luck.)
+// expression, always true - nvcc warns "pointless comparison of unsigned integer with zero" - but
+// a negative index wraps to a huge unsigned one and fails "< TILE_DIM", so those neighbours still
+// go to global memory, as intended - by luck.)
 // On the CPU engine the results are wrong and check=True stops at the out-of-bounds read; on a
 // GPU an access past the block's shared memory is an "out of range address" exception that ends
 // the CUDA context, so the workbook never launches this file there. 05_cached_halo is the fix.
