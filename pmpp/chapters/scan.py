@@ -1,0 +1,545 @@
+"""Chapter 11 - Prefix sum (scan) (PMPP 4th ed.), from Kogge-Stone to a single pass at copy speed.
+
+The problem: ``{"n": int, "dtype": "float32" | "int32", "kind": "inclusive" | "exclusive"}``,
+the scan of ``n`` values x with +:
+
+* inclusive: ``y[i] = x[0] + ... + x[i]``;
+* exclusive: ``y[i] = x[0] + ... + x[i-1]``, ``y[0] = 0`` - the inclusive scan of x shifted right
+  by one, which is how kernels 01-08 compute it (they load x[i - 1]); 09 computes it in registers.
+
+Variants come in three launch shapes, and :data:`CHAPTER` says which each one uses:
+
+* one section (01-05): one block scans the whole input, so n is at most one section
+  (``Variant.max_n``); 11.6 is what scans longer inputs;
+* hierarchical (06): scan sections, scan the section sums, add them back - as many levels as n
+  needs;
+* single pass (07-09): one launch; blocks take their section ("tile") from an atomic counter and
+  hand the running sum on - along a serial chain (07), or by decoupled look-back (08, 09). The
+  counter and the tile flags are zeroed by a memset inside the launch (and so inside its timing).
+
+Every kernel is a template, instantiated for ``float`` and ``int``. The model's flops are the
+n - 1 additions a scan must do (as ch. 10 counts a sum); what each algorithm really executes is
+:func:`additions`, the work-efficiency model of 11.3.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+import pmpp
+from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+
+KINDS = ("inclusive", "exclusive")
+DTYPES = {"float32": "float", "int32": "int"}     # problem dtype -> the kernels' template argument
+MAX_N = 2 ** 31 - 1          # indices are 32-bit unsigned: i + a section never wraps below this
+
+KOGGE_STONE = {"BLOCK_DIM": 1024}                        # 01-03: one thread per element
+BRENT_KUNG = {"BLOCK_DIM": 512}                          # 04: two elements per thread
+THREE_PHASE = {"BLOCK_DIM": 512, "COARSE_FACTOR": 8}     # 05-08: 4096-element sections
+VECTORIZED = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 4}    # 09: 4096-element tiles of float4s
+
+INT_BOUND = 7      # integer inputs lie in [-7, 7]: no prefix of n <= 2^28 of them overflows int32
+EXACT_FLOAT_LIMIT = 2 ** 23   # integer-valued float32 prefixes below this are computed exactly
+U32 = 2.0 ** -24   # unit roundoff of float32
+U64 = 2.0 ** -53   # unit roundoff of float64
+# What every byte of an output holds before a kernel writes it: 0xFFFFFFFF is a float32 NaN; for
+# int32, 0x7F7F7F7F = 2139062143 lies beyond any prefix of n <= 2^28 values in [-7, 7].
+POISON_BYTE = {"float32": 0xFF, "int32": 0x7F}
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs and reference
+# --------------------------------------------------------------------------------------------
+
+def _with_output(problem: Mapping[str, Any], xp, x: np.ndarray) -> dict:
+    """``{"x": x on the backend, "y": a poisoned output}``. The output is poisoned with a byte
+    memset rather than ``xp.full``: on CuPy a fill is a kernel launched from Python; at 2^28 the
+    buffer is 1 GiB, made once per set of inputs and never inside a timed launch."""
+    y = xp.empty((problem["n"],), dtype=x.dtype)
+    memset_async = getattr(getattr(y, "data", None), "memset_async", None)   # CuPy's MemoryPointer
+    if memset_async is not None:
+        memset_async(POISON_BYTE[problem["dtype"]], y.nbytes)
+    else:
+        y.view(np.uint8).fill(POISON_BYTE[problem["dtype"]])
+    return {"x": xp.asarray(x), "y": y}
+
+
+def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
+    """float32: uniform in [-1, 1); int32: uniform integers in [-INT_BOUND, INT_BOUND]."""
+    n = problem["n"]
+    if problem["dtype"] == "int32":
+        x = rng.integers(-INT_BOUND, INT_BOUND + 1, size=n, dtype=np.int32)
+    else:
+        x = rng.random(n, dtype=np.float32)   # [0, 1), exactly representable
+        x *= 2                                # exact
+        x -= 1                                # [-1, 1)
+    return _with_output(problem, xp, x)
+
+
+def make_exact_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
+    """Integer values in [-INT_BOUND, INT_BOUND], as float32 or int32.
+
+    Every intermediate of every variant here is the sum of a run of consecutive inputs (padded
+    with zeros), i.e. a difference of two prefixes; while every prefix stays below
+    EXACT_FLOAT_LIMIT = 2^23 in magnitude, all those sums are integers below 2^24 and every
+    float32 addition is exact, in any order. Then the output must equal the reference exactly,
+    and a dropped or doubled element cannot hide in a rounding tolerance. Random signs keep the
+    prefixes near sqrt(n) * 4: far below 2^23 even at n = 2^28 (:func:`exactly_summable` checks)."""
+    x = rng.integers(-INT_BOUND, INT_BOUND + 1, size=problem["n"], dtype=np.int32)
+    return _with_output(problem, xp, x.astype(np.float32) if problem["dtype"] == "float32" else x)
+
+
+class ScanReference(np.ndarray):
+    """The reference scan (float64 for float32 inputs, int32 for int32), carrying ``abs_prefix``:
+    the float64 scan of |x| (same kind), which the float tolerance needs; None for integers."""
+
+    abs_prefix: np.ndarray | None = None
+
+
+def _scan(values: np.ndarray, kind: str) -> np.ndarray:
+    inclusive = np.cumsum(values)
+    if kind == "inclusive":
+        return inclusive
+    out = np.zeros_like(inclusive)
+    out[1:] = inclusive[:-1]
+    return out
+
+
+def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> ScanReference:
+    """NumPy's scan: in float64 for float32 inputs; in int64, wrapped to int32, for int32."""
+    x = pmpp.asnumpy(inputs["x"])
+    kind = problem.get("kind", "inclusive")
+    if problem["dtype"] == "int32":
+        ref = _scan(x.astype(np.int64), kind).astype(np.int32).view(ScanReference)
+        return ref
+    ref = _scan(x.astype(np.float64), kind).view(ScanReference)
+    ref.abs_prefix = _scan(np.abs(x, dtype=np.float64), kind)
+    return ref
+
+
+def exactly_summable(ref: np.ndarray) -> bool:
+    """Whether every prefix is below EXACT_FLOAT_LIMIT: then float32 scans of integer-valued
+    inputs are exact (see :func:`make_exact_inputs`)."""
+    return ref.size == 0 or float(np.max(np.abs(np.asarray(ref, dtype=np.float64)))) < EXACT_FLOAT_LIMIT
+
+
+# --------------------------------------------------------------------------------------------
+# Checking
+# --------------------------------------------------------------------------------------------
+
+def longest_chain(i, n: int):
+    """An upper bound on the number of float32 additions between any input and output element
+    ``i`` (an int or an array of them) of an n-element scan, over every variant of this chapter at
+    its default parameters:
+
+    * inside a section or tile: at most 7 + 9 + 1 (three-phase: COARSE_FACTOR - 1 serial adds,
+      log2 BLOCK_DIM Kogge-Stone levels, one add in phase 3), 2 log2 1024 for Brent-Kung, and for
+      09: 3 in a vector, 5 + 5 shuffle levels, one carry per 32 warp totals, 3 more for the prefix;
+    * hierarchical (06): those per level, one more add per level, at most 4 levels for n < 2^31;
+    * single pass: the running sum goes along the tiles. 07 adds each section's total to it (one
+      addition per section before i); 08 and 09 pass a predecessor's inclusive prefix through two
+      additions per tile (prefix + aggregates, then + own total) and an aggregate through at most
+      one more per window of 32 tiles looked at.
+
+    All of these are below 2 * floor(i / 1024) + 4 * ceil(log2(n + 1)) + 64, which is returned
+    (sections and tiles hold at least 1024 elements: 2 per 1024 covers 2 per tile)."""
+    levels = math.ceil(math.log2(n + 1))
+    return 2 * (np.asarray(i) // 1024) + 4 * levels + 64
+
+
+def tolerance(i, n: int, abs_prefix):
+    """The largest error a correct kernel can make in output element(s) ``i``, whose reference
+    sums inputs with |x| adding up to ``abs_prefix``: (gamma32_d + gamma64_(i+1)) * abs_prefix.
+
+    Derivation (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., sec. 4.2): each
+    output is a sum of its inputs along some tree, and each float32 addition rounds:
+    fl(a + b) = (a + b)(1 + delta), |delta| <= u = 2^-24. An input reaching output i through d
+    additions leaves |computed - exact| <= gamma_d * sum |x_j|, gamma_d = d u / (1 - d u), with d
+    bounded by :func:`longest_chain` - which grows with i, since the running sum of a single-pass
+    scan passes through a few additions per tile. The reference is NumPy's sequential float64 scan,
+    itself off by at most gamma64_(i+1) * sum |x_j|. A worst case: random roundings mostly cancel."""
+    d = longest_chain(i, n)
+    gamma32 = np.where(d * U32 < 1, d * U32 / np.maximum(1 - d * U32, 1e-300), np.inf)
+    steps = np.asarray(i) + 1
+    gamma64 = steps * U64 / (1 - steps * U64)
+    return (gamma32 + gamma64) * abs_prefix
+
+
+CHECK_CHUNK = 2 ** 22   # elements compared at a time: bounded host memory at n = 2^28
+
+
+def check(output, ref, problem: Mapping[str, Any]) -> CheckResult:
+    """int32: every element equal to the reference. float32: every element within
+    :func:`tolerance` of the float64 reference (NaN never passes)."""
+    n = problem["n"]
+    out = pmpp.asnumpy(output).reshape(-1)
+    if out.size != n:
+        return CheckResult(False, math.inf, 0.0, f"expected {n} elements, got {out.size}")
+    if out.dtype != np.dtype(problem["dtype"]):
+        return CheckResult(False, math.inf, 0.0, f"expected {problem['dtype']}, got {out.dtype}")
+    ref_values = np.asarray(ref)
+    if problem["dtype"] == "int32":
+        wrong = np.flatnonzero(out != ref_values)
+        detail = "exact" if not wrong.size else (
+            f"{wrong.size} of {n} elements wrong; first at {wrong[0]}: "
+            f"{out[wrong[0]]}, expected {ref_values[wrong[0]]}")
+        return CheckResult(not wrong.size, float(wrong.size), 0.0, detail)
+    abs_prefix = getattr(ref, "abs_prefix", None)
+    if abs_prefix is None:
+        raise TypeError("check needs the reference made by scan.reference (it carries abs_prefix)")
+    worst_ratio, worst_at, worst, worst_tol, bad, first_bad = -1.0, 0, 0.0, 0.0, 0, None
+    for start in range(0, n, CHECK_CHUNK):
+        stop = min(start + CHECK_CHUNK, n)
+        error = np.abs(out[start:stop].astype(np.float64) - ref_values[start:stop])
+        tol = tolerance(np.arange(start, stop), n, abs_prefix[start:stop])
+        outside = ~(error <= tol)                        # NaN is outside
+        if first_bad is None and outside.any():
+            first_bad = start + int(np.argmax(outside))
+        bad += int(outside.sum())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(outside, np.inf, error / tol)
+        ratio = np.nan_to_num(ratio, nan=0.0)            # 0 / 0: an exact element
+        k = int(np.argmax(ratio))
+        if ratio[k] > worst_ratio:
+            worst_ratio, worst_at, worst, worst_tol = float(ratio[k]), start + k, float(error[k]), float(tol[k])
+    if bad:
+        detail = (f"{bad} of {n} elements outside the tolerance; first at {first_bad}: "
+                  f"{out[first_bad]!r}, expected {ref_values[first_bad]!r}")
+    else:
+        detail = (f"largest error relative to its tolerance: {worst:.3g} at element {worst_at} "
+                  f"(tolerance {worst_tol:.3g})")
+    return CheckResult(not bad, worst, worst_tol, detail)
+
+
+# --------------------------------------------------------------------------------------------
+# Launching
+# --------------------------------------------------------------------------------------------
+
+def _setting(module, defaults: Mapping[str, Any], name: str) -> int:
+    """A tunable: as the module was built (``pmpp.load(defines=...)``), else the variant's default."""
+    return int({**defaults, **(module.defines if module is not None else {})}[name])
+
+
+# Each variant's tunables, and what one block scans: BLOCK_DIM x the elements per thread (a
+# number, or the define that sets it) x the elements per load.
+SHAPES = {
+    "01_kogge_stone_racy": (KOGGE_STONE, 1, 1),
+    "02_kogge_stone": (KOGGE_STONE, 1, 1),
+    "03_kogge_stone_double_buffer": (KOGGE_STONE, 1, 1),
+    "04_brent_kung": (BRENT_KUNG, 2, 1),
+    "05_three_phase": (THREE_PHASE, "COARSE_FACTOR", 1),
+    "06_hierarchical": (THREE_PHASE, "COARSE_FACTOR", 1),
+    "07_stream_based": (THREE_PHASE, "COARSE_FACTOR", 1),
+    "08_decoupled_lookback": (THREE_PHASE, "COARSE_FACTOR", 1),
+    "09_vectorized_lookback": (VECTORIZED, "VECS_PER_THREAD", 4),
+}
+
+
+def block_dim(name: str, module=None) -> int:
+    return _setting(module, SHAPES[name][0], "BLOCK_DIM")
+
+
+def block_elements(name: str, module=None) -> int:
+    """The elements one block of variant ``name`` scans - its section, or its tile - at the
+    defines ``module`` was built with (else the variant's defaults)."""
+    defaults, per_thread, vector = SHAPES[name]
+    per = _setting(module, defaults, per_thread) if isinstance(per_thread, str) else per_thread
+    return block_dim(name, module) * per * vector
+
+
+def _kernel(module, name: str, x):
+    """The template instance of ``name`` for x's dtype, e.g. ``KoggeStoneScan<float>``."""
+    ctype = DTYPES.get(str(x.dtype))
+    if ctype is None:
+        raise TypeError(f"the scan kernels are instantiated for {', '.join(DTYPES)}, not {x.dtype}")
+    return module.get_function(f"{name}<{ctype}>")
+
+
+def _exclusive(problem) -> int:
+    kind = problem.get("kind", "inclusive")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return int(kind == "exclusive")
+
+
+def _one_section(name: str, kernel: str):
+    """01-05: one block scans the whole input, ``kernel(x, y, n, exclusive)``."""
+
+    def launch(module, problem, inputs):
+        x, y = inputs["x"], inputs["y"]
+        n = int(x.size)
+        section = block_elements(name, module)
+        if n > section:
+            raise ValueError(f"{kernel} scans one section of at most {section} elements, got n={n}; "
+                             "06_hierarchical and later variants scan any length")
+        if n:
+            _kernel(module, kernel, x)(1, block_dim(name, module), (x, y, np.uint32(n), _exclusive(problem)))
+        return y
+
+    return launch
+
+
+def _hierarchical(module, problem, inputs):
+    """06 (11.6): ScanSections over the input (writing each section's total to S), the same scan
+    of S (recursively), then AddSectionSums adds S[b - 1] to section b."""
+    x, y = inputs["x"], inputs["y"]
+    if x.size:
+        _scan_levels(module, x, y, _exclusive(problem))
+    return y
+
+
+def _scan_levels(module, x, y, exclusive: int) -> None:
+    xp = pmpp.get_array_module(x)
+    n = int(x.size)
+    block = block_dim("06_hierarchical", module)
+    sections = -(-n // block_elements("06_hierarchical", module))
+    sums = xp.empty((sections,), dtype=x.dtype)
+    _kernel(module, "ScanSections", x)(sections, block, (x, y, sums, np.uint32(n), exclusive))
+    if sections > 1:
+        scanned = xp.empty_like(sums)
+        _scan_levels(module, sums, scanned, 0)
+        _kernel(module, "AddSectionSums", x)(sections, block, (y, scanned, np.uint32(n)))
+
+
+def _zeroed(xp, tiles: int, dtype):
+    """``(flags, counter)``: tiles + 1 zeros made by one memset (xp.zeros), split in two views."""
+    scratch = xp.zeros((tiles + 1,), dtype=dtype)
+    return scratch[:tiles], scratch[tiles:]
+
+
+def _single_pass(name: str, kernel: str):
+    """07-09: one block per tile, the tile index from a counter; counter and tile flags zeroed
+    for every launch (a memset: part of the launch, and of its time).
+    07: ``kernel(x, y, flags, scanValue, blockCounter, n, exclusive)``;
+    08, 09: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
+    stream_based = name.startswith("07")
+    vector = SHAPES[name][2]
+
+    def launch(module, problem, inputs):
+        x, y = inputs["x"], inputs["y"]
+        xp = pmpp.get_array_module(x)
+        n = int(x.size)
+        if vector > 1:
+            _check_aligned(x, y, 4 * vector)
+        if not n:
+            return y
+        tiles = -(-n // block_elements(name, module))
+        if stream_based:
+            flags, counter = _zeroed(xp, tiles, np.uint32)
+            scratch = (flags, xp.empty((tiles,), dtype=x.dtype), counter)
+        else:
+            scratch = _zeroed(xp, tiles, np.uint64)
+        _kernel(module, kernel, x)(tiles, block_dim(name, module),
+                                   (x, y, *scratch, np.uint32(n), _exclusive(problem)))
+        return y
+
+    return launch
+
+
+def _address(a) -> int:
+    pointer = getattr(getattr(a, "data", None), "ptr", None)     # CuPy
+    return pointer if pointer is not None else a.__array_interface__["data"][0]
+
+
+def _check_aligned(x, y, alignment: int) -> None:
+    for name, a in (("x", x), ("y", y)):
+        if a.size and _address(a) % alignment:
+            raise ValueError(f"{name} must be {alignment}-byte aligned: this kernel loads and stores "
+                             f"{alignment} bytes at a time. A fresh array is; a slice such as a[1:] "
+                             "is not - pass a copy")
+
+
+# --------------------------------------------------------------------------------------------
+# Models: the bytes that must move, and the additions each algorithm does (11.3)
+# --------------------------------------------------------------------------------------------
+
+def _strides(n: int):
+    s = 1
+    while s < n:
+        yield s
+        s *= 2
+
+
+def kogge_stone_steps(n: int) -> list[int]:
+    """Additions in each step of a Kogge-Stone scan of n elements (n a power of two):
+    step with stride s adds in n - s threads."""
+    return [n - s for s in _strides(n)]
+
+
+def brent_kung_steps(n: int) -> list[int]:
+    """Additions in each step of a Brent-Kung scan of n elements (n a power of two), as
+    04_brent_kung's loops do them: the reduction tree, then the distribution tree."""
+    up = [n // (2 * s) for s in _strides(n)]
+    # thread t works when index + s < n, index = (t + 1) * 2s - 1: for t + 1 <= (n - s) / 2s
+    down = [(n - s) // (2 * s) for s in reversed(list(_strides(n // 2)))]
+    return up + down
+
+
+def sequential_steps(n: int) -> list[int]:
+    """A sequential scan: one addition per step, n - 1 steps."""
+    return [1] * max(n - 1, 0)
+
+
+def three_phase_steps(threads: int, coarse: int) -> list[int]:
+    """Coarsened three-phase scan of threads * coarse elements: coarse - 1 serial steps in every
+    thread, Kogge-Stone on the threads' totals, then coarse steps of phase 3 (threads 1..T-1)."""
+    return [threads] * (coarse - 1) + kogge_stone_steps(threads) + [threads - 1] * coarse
+
+
+ALGORITHMS = {
+    "sequential": sequential_steps,
+    "Kogge-Stone": kogge_stone_steps,
+    "Brent-Kung": brent_kung_steps,
+    # 05's shape: COARSE_FACTOR elements per thread (n >= COARSE_FACTOR)
+    "three-phase": lambda n: three_phase_steps(n // THREE_PHASE["COARSE_FACTOR"], THREE_PHASE["COARSE_FACTOR"]),
+}
+
+
+def additions(algorithm: str, n: int) -> int:
+    """The additions an algorithm does to scan n elements (n a power of two): its work.
+    Sequential n - 1; Kogge-Stone n log2 n - (n - 1); Brent-Kung 2n - 2 - log2 n (11.3, 11.4)."""
+    return sum(ALGORITHMS[algorithm](n))
+
+
+def parallel_time(algorithm: str, n: int, adders: int | None = None) -> int:
+    """Time in addition steps with ``adders`` additions possible at once (None: as many as
+    wanted). Each step takes ceil(its additions / adders): with enough hardware a scan takes as
+    many steps as its depth - log2 n for Kogge-Stone, 2 log2 n - 1 for Brent-Kung - and with
+    few adders as long as its work divided by them."""
+    steps = ALGORITHMS[algorithm](n)
+    return len(steps) if adders is None else sum(-(-a // adders) for a in steps)
+
+
+def _flops(n: int) -> float:
+    return float(max(n - 1, 0))
+
+
+def _single_pass_model(problem):
+    """Read x once, write y once: 2n * 4 bytes (the tile flags and counter, 8-16 bytes per tile
+    of 4096 elements, stay in L2 and are below the model's resolution)."""
+    n = problem["n"]
+    return Model(flops=_flops(n), bytes=8.0 * n)
+
+
+def hierarchical_bytes(n: int, section: int) -> float:
+    """06: read x and write y (8n), write S; then S scanned the same way; then kernel 3 reads and
+    writes every element of sections 1.. (8(n - section)) and reads S."""
+    sections = -(-n // section)
+    moved = 8.0 * n + 4 * sections
+    if sections > 1:
+        moved += hierarchical_bytes(sections, section) + 8.0 * (n - section) + 4 * sections
+    return moved
+
+
+def _hierarchical_model(problem):
+    n = problem["n"]
+    return Model(flops=_flops(n), bytes=hierarchical_bytes(n, block_elements("06_hierarchical")) if n else 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Library routines: the bar to beat
+# --------------------------------------------------------------------------------------------
+
+def _shift_right(xp, inclusive):
+    """The exclusive scan from the inclusive one: 0, then all but the last."""
+    out = xp.empty_like(inclusive)
+    out[:1] = 0
+    out[1:] = inclusive[:-1]
+    return out
+
+
+def _library_result(xp, inclusive, problem):
+    return inclusive if problem.get("kind", "inclusive") == "inclusive" else _shift_right(xp, inclusive)
+
+
+def _cupy_run(problem, inputs):
+    import cupy
+    x = cupy.asarray(inputs["x"])
+    inclusive = cupy.cumsum(x) if x.dtype == np.float32 else cupy.cumsum(x, dtype=x.dtype)
+    return _library_result(cupy, inclusive, problem)
+
+
+def _cupy_available(backend: str) -> bool:
+    return backend == "cupy"
+
+
+def _torch_run(problem, inputs):
+    import cupy
+    import torch
+    t = torch.from_dlpack(cupy.asarray(inputs["x"]))
+    inclusive = cupy.from_dlpack(torch.cumsum(t, dim=0, dtype=t.dtype))
+    return _library_result(cupy, inclusive, problem)
+
+
+def _torch_available(backend: str) -> bool:
+    if backend != "cupy" or importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+    return torch.cuda.is_available()
+
+
+def _numpy_run(problem, inputs):
+    x = pmpp.asnumpy(inputs["x"])
+    return _library_result(np, np.cumsum(x, dtype=x.dtype), problem)
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter
+# --------------------------------------------------------------------------------------------
+
+def _variant(name, title, source, launch, model, *kernels, **extra):
+    return Variant(name, title, source, launch, model, defines=SHAPES[name][0],
+                   name_expressions=tuple(f"{k}<{t}>" for k in kernels for t in DTYPES.values()),
+                   **{"max_n": MAX_N, **extra})
+
+
+def _one_section_variant(name, title, kernel, **extra):
+    return _variant(name, title, f"PMPP {title.split()[0]}", _one_section(name, kernel), _single_pass_model,
+                    kernel, max_n=block_elements(name), **extra)
+
+
+VARIANTS = (
+    _one_section_variant("01_kogge_stone_racy", "11.2 Kogge-Stone in place: one barrier, racy",
+                         "KoggeStoneScan", racy=True),
+    _one_section_variant("02_kogge_stone", "11.2 Kogge-Stone: temporary + second barrier",
+                         "KoggeStoneScan"),
+    _one_section_variant("03_kogge_stone_double_buffer", "11.2 Kogge-Stone double-buffered",
+                         "KoggeStoneDoubleBufferScan"),
+    _one_section_variant("04_brent_kung", "11.4 Brent-Kung: reduction + distribution trees",
+                         "BrentKungScan"),
+    _one_section_variant("05_three_phase", "11.5 coarsened three-phase", "ThreePhaseScan"),
+    _variant("06_hierarchical", "11.6 hierarchical: scan sections, scan sums, add back", "PMPP 11.6",
+             _hierarchical, _hierarchical_model, "ScanSections", "AddSectionSums"),
+    _variant("07_stream_based", "11.7 stream-based (domino) single pass", "PMPP 11.7",
+             _single_pass("07_stream_based", "StreamBasedScan"), _single_pass_model, "StreamBasedScan"),
+    _variant("08_decoupled_lookback", "decoupled look-back, one thread looks back",
+             "Merrill & Garland 2016", _single_pass("08_decoupled_lookback", "DecoupledLookbackScan"),
+             _single_pass_model, "DecoupledLookbackScan"),
+    _variant("09_vectorized_lookback", "look-back, float4 tiles in registers, warp look-back",
+             "beyond the book",
+             _single_pass("09_vectorized_lookback", "VectorizedLookbackScan"),
+             _single_pass_model, "VectorizedLookbackScan"),
+)
+
+CHAPTER = Chapter(
+    name="scan",
+    title="Prefix sum (scan) (PMPP ch. 11)",
+    kernel_dir="scan",
+    variants=VARIANTS,
+    make_inputs=make_inputs,
+    reference=reference,
+    check=check,
+    problems={"gpu": {"n": 2 ** 28, "dtype": "float32", "kind": "inclusive"},
+              "cpu": {"n": 1024, "dtype": "float32", "kind": "inclusive"}},
+    test_sizes=(1, 31, 1000, 2 ** 20 + 7),
+    library=(
+        Library("cupy.cumsum (CUB)", _cupy_run, _cupy_available),
+        Library("torch.cumsum", _torch_run, _torch_available),
+        Library("numpy.cumsum", _numpy_run, lambda backend: backend == "cpu"),
+    ),
+    describe=lambda p: f"n={p['n']} {p['dtype']} {p.get('kind', 'inclusive')} scan",
+    make_exact_inputs=make_exact_inputs,
+)
