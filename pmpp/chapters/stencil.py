@@ -399,7 +399,7 @@ _BASIC = {"BLOCK_X": 8, "BLOCK_Y": 8, "BLOCK_Z": 8}
 _CUBE = {"IN_TILE_DIM": 8}
 _PLANES = {"IN_TILE_DIM": 32}
 _ALIGNED = {"BLOCK_X": 32, "BLOCK_Y": 8, "Z_TILE": 32}
-_PIPELINED = {**_ALIGNED, "PREFETCH": 2}
+_PIPELINED = {**_ALIGNED, "Z_TILE": 64, "PREFETCH": 2}
 
 
 def _variant(name, title, source, kernel, shape, defines):
