@@ -43,11 +43,23 @@ def xp_for(backend):
     return cupy
 
 
-def run(variant, backend, problem, inputs):
-    """The variant on the backend; on the CPU engine with the race and bounds checks."""
-    module = pmpp.load(CHAPTER.kernel_path(variant), backend=backend, check=backend == "cpu",
+def run_on(chapter, variant, backend, problem, inputs):
+    """A variant of a chapter on the backend; on the CPU engine with the race and bounds checks.
+    (Also used by test_upsample and test_pooling, with the fixtures above.)"""
+    module = pmpp.load(chapter.kernel_path(variant), backend=backend, check=backend == "cpu",
                        defines=dict(variant.defines), name_expressions=tuple(variant.name_expressions))
     return variant.launch(module, problem, inputs)
+
+
+def assert_matches(chapter, variant, backend, problem, inputs, seed):
+    """Run it and judge the output against the chapter's reference."""
+    output = run_on(chapter, variant, backend, problem, inputs)
+    result = chapter.check(output, chapter.reference(problem, inputs), problem)
+    assert result, f"{variant.name}, {chapter.describe(problem)}, seed={seed}: {result.detail}"
+
+
+def run(variant, backend, problem, inputs):
+    return run_on(CHAPTER, variant, backend, problem, inputs)
 
 
 def problem_for(variant, n, dtype):

@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 import pytest
 
-import pmpp
+from test_elementwise import assert_matches, backend, rng, run_on, seed, xp_for  # noqa: F401 (fixtures)
 from pmpp.chapters import pooling
 from pmpp.chapters.pooling import CHAPTER, SHAPES, TEST_PROBLEMS
 
@@ -20,40 +20,12 @@ GPU_PROBLEMS = (CHAPTER.problems["gpu"], {**CHAPTER.problems["gpu"], "kernel": 3
 MAPPED = [v for v in CHAPTER.variants if v.name[:2] in ("05", "07", "08", "09")]
 
 
-@pytest.fixture(params=["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
-def backend(request):
-    if request.param != "cpu" and not pmpp.gpu_available():
-        pytest.skip("no GPU found: GPU tests run only where CuPy sees a CUDA device")
-    return request.param
-
-
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
-
-
 def run(variant, backend, problem, inputs):
-    """The variant on the backend; on the CPU engine with the race and bounds checks."""
-    module = pmpp.load(CHAPTER.kernel_path(variant), backend=backend, check=backend == "cpu",
-                       defines=dict(variant.defines), name_expressions=tuple(variant.name_expressions))
-    return variant.launch(module, problem, inputs)
+    return run_on(CHAPTER, variant, backend, problem, inputs)
 
 
 def run_and_check(variant, backend, problem, inputs, seed):
-    result = CHAPTER.check(run(variant, backend, problem, inputs), CHAPTER.reference(problem, inputs), problem)
-    assert result, f"{variant.name}, {CHAPTER.describe(problem)}, seed={seed}: {result.detail}"
+    assert_matches(CHAPTER, variant, backend, problem, inputs, seed)
 
 
 def brute_force(x: np.ndarray, k: int, s: int, p: int) -> np.ndarray:
