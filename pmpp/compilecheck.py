@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -221,3 +222,72 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     fmt = lambda row: "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric))
     lines = [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(row) for row in table[1:]]
     return "\n".join(line.rstrip() for line in lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# SASS listings: what the GPU will execute
+
+_ENCODING = re.compile(r"\s*/\* 0x[0-9a-f]{16} \*/")
+
+
+def find_cuobjdump() -> str:
+    """cuobjdump on PATH, in ``$CUDA_HOME/bin``, or from the ``nvidia-cuda-cuobjdump`` wheel
+    (``nvidia/cu*/bin/cuobjdump``); BackendUnavailableError if none."""
+    found = _find_cuda_tool("cuobjdump", "nvidia-cuda-cuobjdump")
+    if found is None:
+        raise BackendUnavailableError(
+            "cuobjdump not found on PATH, in $CUDA_HOME/bin or in the nvidia-cuda-cuobjdump wheel: "
+            "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (or install the CUDA toolkit) "
+            "to read SASS")
+    return found
+
+
+def sass(path: str | os.PathLike, *, defines: Mapping[str, Any] | None = None,
+         name_expressions: Sequence[str] = (), arch: str = "sm_90") -> str:
+    """The SASS of a kernel file (under ``kernels/``, or a path): compiled with ``nvcc -cubin`` for
+    ``arch`` and listed by ``cuobjdump -sass``, one instruction a line (the hex encodings dropped).
+    Templates are instantiated for ``name_expressions`` as in :func:`check_kernels`."""
+    nvcc, cuobjdump = find_nvcc(), find_cuobjdump()
+    src = (_default_kernels_dir() / path).resolve()
+    if not src.is_file():
+        raise FileNotFoundError(f"no kernel file {src}")
+    env = dict(os.environ)
+    nvdisasm = _find_cuda_tool("nvdisasm", "nvidia-cuda-nvdisasm")    # cuobjdump -sass runs it
+    if nvdisasm is not None:
+        env["NVDISASM_PATH"] = nvdisasm
+    with tempfile.TemporaryDirectory(prefix="pmpp-sass-") as tmp:
+        copy, cubin = Path(tmp) / src.name, Path(tmp) / "k.cubin"
+        copy.write_text(instantiation_source(src, name_expressions))
+        proc = subprocess.run([nvcc, f"-arch={arch}", "-cubin", str(copy), "-o", str(cubin), f"-I{src.parent}",
+                               *define_flags(defines or {})], capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+        if proc.returncode != 0:
+            log = proc.stdout + proc.stderr
+            raise _name_expression_error(log, src, name_expressions) or _compile_error(log, str(src))
+        dump = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True,
+                              timeout=NVCC_TIMEOUT_S, env=env)
+    if dump.returncode != 0:
+        raise BackendUnavailableError(f"cuobjdump -sass failed: {(dump.stderr or dump.stdout).strip()} "
+                                      "(it needs nvdisasm: pip install nvidia-cuda-nvdisasm)")
+    lines = (_ENCODING.sub("", line).rstrip() for line in dump.stdout.splitlines())
+    return "\n".join(line for line in lines if line.strip()) + "\n"
+
+
+def _find_cuda_tool(name: str, wheel: str) -> str | None:
+    """A CUDA tool on PATH, in $CUDA_HOME/bin (or $CUDA_PATH/bin), or in the NVIDIA wheel that ships it."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(var)
+        if home and (Path(home) / "bin" / name).is_file():
+            return str(Path(home) / "bin" / name)
+    try:
+        files = metadata.distribution(wheel).files or ()
+    except metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == name and file.parent.name == "bin" and file.parts[0] == "nvidia":
+            located = Path(file.locate())
+            if located.is_file():
+                return str(located)
+    return None

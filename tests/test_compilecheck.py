@@ -154,3 +154,80 @@ def test_format_table_lines_up_columns():
                                 "spill", "ld", "B", "barriers"]
     assert lines[2].split() == ["a.cu", "k<256u>", "sm_90", "12", "1024", "0", "0", "0", "-"]
     assert len({len(l) for l in lines[:2]}) == 1
+
+
+ATOMICS = """\
+#include <cuda_fp16.h>
+#ifndef ADD
+#define ADD 1.0f
+#endif
+extern "C" __global__ void add_half(__half* out) { atomicAdd(out, __float2half(ADD)); }
+extern "C" __global__ void add_float(float* out) { atomicAdd(out, ADD); }
+template <int K>
+__global__ void times(float* x) { x[threadIdx.x] *= K; }
+"""
+
+try:
+    compilecheck.find_cuobjdump()
+    HAVE_CUOBJDUMP = True
+except BackendUnavailableError:
+    HAVE_CUOBJDUMP = False
+
+needs_sass_tools = pytest.mark.skipif(not (HAVE_NVCC and HAVE_CUOBJDUMP),
+                                      reason="nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump) needed")
+
+
+def sass_or_skip(*args, **kwargs):
+    """cuobjdump -sass runs nvdisasm, which is another wheel (nvidia-cuda-nvdisasm)."""
+    try:
+        return compilecheck.sass(*args, **kwargs)
+    except BackendUnavailableError as error:
+        pytest.skip(str(error))
+
+
+@needs_sass_tools
+def test_sass_lists_each_kernel_with_its_atomics(tmp_path):
+    import re
+    (tmp_path / "atomics.cu").write_text(ATOMICS)
+    listing = sass_or_skip(tmp_path / "atomics.cu", defines={"ADD": "2.0f"}, name_expressions=("times<3>",))
+    functions = [line.split(":", 1)[1].strip() for line in listing.splitlines() if "Function :" in line]
+    assert sorted(functions) == ["_Z5timesILi3EEvPf", "add_float", "add_half"]
+    assert "sm_90" in listing and "/* 0x" not in listing            # hex encodings dropped
+    assert re.search(r"ATOM\S*\.CAS", listing)                         # __half: a compare-and-swap loop
+    assert re.search(r"(RED|ATOM)\S*\.ADD\S*\.F32", listing)           # float: a native atomic
+
+
+@needs_sass_tools
+def test_sass_of_a_broken_kernel_is_a_compile_error(kernels):
+    with pytest.raises(CompileError) as info:
+        compilecheck.sass(kernels / "ch" / "02_broken.cu")
+    assert info.value.line == 4
+
+
+def test_find_cuobjdump_falls_back_to_the_nvidia_wheel(monkeypatch, tmp_path):
+    tool = tmp_path / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("")
+
+    class Wheel:
+        files = [compilecheck.metadata.PackagePath("nvidia/cu13/bin/cuobjdump")]
+
+    Wheel.files[0].dist = type("Dist", (), {"locate_file": staticmethod(lambda p: tmp_path / p)})()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(compilecheck.metadata, "distribution",
+                        lambda name: Wheel if name == "nvidia-cuda-cuobjdump" else None)
+    assert compilecheck.find_cuobjdump() == str(tool)
+
+
+def test_no_cuobjdump_says_what_to_install(monkeypatch, tmp_path):
+    def missing(name):
+        raise compilecheck.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(compilecheck.metadata, "distribution", missing)
+    with pytest.raises(BackendUnavailableError, match="nvidia-cuda-cuobjdump"):
+        compilecheck.find_cuobjdump()
