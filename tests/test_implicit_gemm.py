@@ -9,7 +9,6 @@ rounding, and mma.sync.m16n8k8 with the fragment layout of the PTX ISA, gathered
 from __future__ import annotations
 
 import pathlib
-import re
 
 import numpy as np
 import pytest
@@ -90,38 +89,6 @@ def cases():
             yield pytest.param(variant, name, "cupy", marks=pytest.mark.gpu, id=f"{variant.name}-{name}-cupy")
 
 
-EMULATED_TF32 = """__device__ __forceinline__ unsigned to_tf32(float x) {
-    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;   // cvt.rna.tf32.f32: nearest, ties away
-}"""
-EMULATED_MMA = """__device__ __forceinline__ void mma_16x8x8(float* d, const unsigned* a, const unsigned* b) {
-    // mma.sync.m16n8k8: lane (g, t) holds a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];
-    // b = B[t][g], B[t+4][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
-    unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int k = 0; k < 8; ++k) {
-        unsigned from = k % 4;                     // lanes holding column k of A, row k of B
-        float a_top = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? a[0] : a[2], g * 4 + from));
-        float a_bottom = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? a[1] : a[3], g * 4 + from));
-        float b_even = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? b[0] : b[1], 2 * t * 4 + from));
-        float b_odd = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? b[0] : b[1], (2 * t + 1) * 4 + from));
-        d[0] += a_top * b_even;
-        d[1] += a_top * b_odd;
-        d[2] += a_bottom * b_even;
-        d[3] += a_bottom * b_odd;
-    }
-}"""
-
-
-def emulated_tf32_source(text: str | None = None) -> str:
-    """08's kernel with its two inline-PTX helpers replaced by the CUDA C above."""
-    text = text if text is not None else pmpp.kernel_source(CHAPTER.kernel_path(TF32))
-    for name, body in (("to_tf32", EMULATED_TF32), ("mma_16x8x8", EMULATED_MMA)):
-        pattern = re.compile(r"__device__ __forceinline__ \w+ " + name + r"\(.*?\n\}", re.S)
-        assert len(pattern.findall(text)) == 1, f"08_tf32_mma.cu should define {name} once"
-        text = pattern.sub(lambda _: body, text)
-    assert "asm" not in text
-    return text
-
-
 # ------------------------------------------------------------------------------------------
 # Every variant, every shape
 # ------------------------------------------------------------------------------------------
@@ -154,11 +121,11 @@ def test_tf32_kernel_with_emulated_mma_matches_reference_on_cpu(name, rng, seed)
     a fragment loaded from the wrong place changes the result (see the next test)."""
     problem = {**SHAPES[name], **TF32.problem}
     inputs = CHAPTER.make_inputs(problem, np, rng)
-    output = run(TF32, "cpu", problem, inputs, source=emulated_tf32_source())
+    output = run(TF32, "cpu", problem, inputs, source=implicit_gemm.emulated_tf32_source())
     result = CHAPTER.check(output, CHAPTER.reference(problem, inputs), problem)
     assert result, f"{name}, seed={seed}: {result.detail}"
     exact = implicit_gemm.make_integer_inputs(problem, np, rng)
-    assert np.array_equal(run(TF32, "cpu", problem, exact, source=emulated_tf32_source()),
+    assert np.array_equal(run(TF32, "cpu", problem, exact, source=implicit_gemm.emulated_tf32_source()),
                           CHAPTER.reference(problem, exact).value), f"{name}, seed={seed}"
 
 
@@ -169,11 +136,36 @@ def test_emulated_mma_catches_a_fragment_loaded_from_the_wrong_place(rng):
     assert first in text and second in text
     swapped = text.replace(first, "a[mi][1] = filter_s[buffer][kk + t + 4][m];").replace(
         second, "a[mi][2] = filter_s[buffer][kk + t][m + 8];")
-    module = pmpp.load(source=emulated_tf32_source(swapped), backend="cpu")
+    module = pmpp.load(source=implicit_gemm.emulated_tf32_source(swapped), backend="cpu")
     problem = {**implicit_gemm.CPU_PROBLEM, **TF32.problem}
     inputs = implicit_gemm.make_integer_inputs(problem, np, rng)
     got = TF32.launch(module, problem, inputs)
     assert not np.array_equal(got, CHAPTER.reference(problem, inputs).value)
+
+
+CUDNN = [library for library in CHAPTER.library if library.name.startswith("cuDNN")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", CUDNN, ids=lambda library: library.name)
+def test_cudnn_matches_reference_at_its_precision(library, rng, seed):
+    """The bar to beat must be right too: FP32 with TF32 off within the FP32 tolerance, TF32 within TF32's."""
+    if not library.available("cupy"):
+        pytest.skip("torch with CUDA is not installed")
+    problem = dict(implicit_gemm.GPU_PROBLEM)
+    inputs = CHAPTER.make_inputs(problem, xp_for("cupy"), rng)
+    result = CHAPTER.check(library.run(problem, inputs), CHAPTER.reference(problem, inputs), problem)
+    assert result, f"{library.name}, seed={seed}: {result.detail}"
+
+
+@pytest.mark.gpu
+def test_sweep_checks_and_times_each_problem_on_the_gpu():
+    small = [{**implicit_gemm.GPU_PROBLEM, "n": 2, "h": h, "w": h} for h in (16, 33)]
+    entries = implicit_gemm.sweep(small, backend="cupy", variants=["07_rsc_order", "08_tf32_mma"])
+    assert all(e["correct"] for e in entries)
+    rows = implicit_gemm.sweep_rows(entries)
+    assert len(rows) == 2 and all(row["best_fp32"]["name"] == "07_rsc_order" and row["tf32"] for row in rows)
+    print(implicit_gemm.sweep_table(entries))
 
 
 def test_filter_is_rearranged_to_rsck_with_rows_padded_to_four(rng):
@@ -320,3 +312,22 @@ def test_sweep_table_puts_each_problems_best_variants_beside_cudnn():
     assert row["best_fp32"]["name"] == "07_rsc_order" and row["tf32"]["median_us"] == 250
     table = implicit_gemm.sweep_table(entries)
     assert "07_rsc_order" in table and "0.92x" in table and "0.58x" in table
+
+
+def test_main_loop_mix_counts_the_longest_loop_of_the_named_kernel():
+    listing = """\t\tFunction : Other
+        /*0000*/                   FFMA R1, R2, R3, R1 ;
+        /*0010*/              @!P0 BRA 0x0 ;
+\t\tFunction : Kernel
+        /*0000*/                   MOV R1, RZ ;
+        /*0010*/                   LDS.128 R4, [R2] ;
+        /*0020*/                   FFMA R1, R4, R5, R1 ;
+        /*0030*/               @P1 BRA 0x50 ;
+        /*0040*/                   FFMA R1, R6, R7, R1 ;
+        /*0050*/              @!P0 BRA 0x10 ;
+        /*0060*/                   EXIT ;
+"""
+    mix = implicit_gemm.main_loop_mix(listing, "Kernel")
+    assert mix == {"LDS": 1, "FFMA": 2, "BRA": 2}
+    with pytest.raises(ValueError, match="no loop"):
+        implicit_gemm.main_loop_mix(listing.replace("BRA 0x10", "BRA 0x60"), "Kernel")

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -63,7 +65,7 @@ def output_size(problem: Mapping[str, Any]) -> tuple[int, int]:
 
 def check_problem(problem: Mapping[str, Any]) -> None:
     """Raise ValueError for a shape the kernels cannot take: sizes below 1, an empty output, or
-    indices past 32-bit ints (input with one image to spare, output, filter)."""
+    indices past 32-bit ints."""
     for key in ("n", "c", "h", "w", "k", "r", "s", "stride"):
         if int(problem[key]) < 1:
             raise ValueError(f"{key} must be at least 1, got {problem[key]}")
@@ -75,8 +77,10 @@ def check_problem(problem: Mapping[str, Any]) -> None:
                          f"output {oh}x{ow}")
     n, c, h, w, k, r, s = (problem[x] for x in ("n", "c", "h", "w", "k", "r", "s"))
     kp = -(-k // RSCK_ALIGN) * RSCK_ALIGN
-    for name, count in (("(N + 1) * C * H * W", (n + 1) * c * h * w), ("N * K * Oh * Ow", n * k * oh * ow),
-                        ("R * S * C * K", r * s * c * kp)):
+    # With margins for the indices the kernels form past the ends (a pixel past the last image,
+    # a channel tile past C, 07/08's (r, s) one past the last) without loading from them.
+    for name, count in (("(N + 2) * (C + 16) * H * W", (n + 2) * (c + 16) * h * w),
+                        ("N * K * Oh * Ow", n * k * oh * ow), ("(R * S + 1) * (C + 16) * K", (r * s + 1) * (c + 16) * kp)):
         if count >= INT32_LIMIT:
             raise ValueError(f"{name} = {count} does not fit the kernels' 32-bit indices")
 
@@ -351,6 +355,74 @@ def _numpy_run(problem, inputs):
 
 
 # --------------------------------------------------------------------------------------------
+# What the GPU executes per step: the main loop's instruction mix
+# --------------------------------------------------------------------------------------------
+
+_SASS_LINE = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s*(?:@!?U?P[T0-9]+\s+)?([A-Z0-9]+)")
+
+
+def main_loop_mix(listing: str, kernel: str) -> Counter:
+    """Opcode counts (``"FFMA"``, ``"LDS"``, ``"HMMA"``, ...) of the longest loop of ``kernel`` in a
+    SASS listing (``pmpp.compilecheck.sass``): the instructions from the target of a backward
+    branch to the branch. In 05-08 that is one step of the reduction, with any rarely taken
+    branch inside it (07's and 08's change of (r, s)) counted too."""
+    body = listing.split(f"Function : {kernel}\n", 1)[1].split("Function : ", 1)[0]
+    lines = [m for m in map(_SASS_LINE.match, body.splitlines()) if m]
+    address = {int(m.group(1), 16): i for i, m in enumerate(lines)}
+    loops = []
+    for i, m in enumerate(lines):
+        target = re.search(r"\bBRA\s+(0x[0-9a-f]+)", m.string)
+        if m.group(2) == "BRA" and target and int(target.group(1), 16) < int(m.group(1), 16):
+            loops.append((address[int(target.group(1), 16)], i))
+    if not loops:
+        raise ValueError(f"{kernel} has no loop in this listing")
+    start, end = max(loops, key=lambda loop: loop[1] - loop[0])
+    return Counter(m.group(2) for m in lines[start:end + 1])
+
+
+# --------------------------------------------------------------------------------------------
+# 08 on the CPU engine: its two PTX instructions written out in CUDA C
+# --------------------------------------------------------------------------------------------
+
+EMULATED_TF32 = """__device__ __forceinline__ unsigned to_tf32(float x) {
+    return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;   // cvt.rna.tf32.f32: nearest, ties away
+}"""
+
+EMULATED_MMA = """__device__ __forceinline__ void mma_16x8x8(float* d, const unsigned* a, const unsigned* b) {
+    // mma.sync.m16n8k8: lane (g, t) holds a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];
+    // b = B[t][g], B[t+4][g]; d = D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
+    unsigned lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int k = 0; k < 8; ++k) {
+        unsigned from = k % 4;                     // lanes g * 4 + from hold A[.][k], B[k][.]
+        float a_top = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? a[0] : a[2], g * 4 + from));
+        float a_bottom = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? a[1] : a[3], g * 4 + from));
+        float b_even = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? b[0] : b[1], 2 * t * 4 + from));
+        float b_odd = __uint_as_float(__shfl_sync(0xffffffffu, k < 4 ? b[0] : b[1], (2 * t + 1) * 4 + from));
+        d[0] += a_top * b_even;
+        d[1] += a_top * b_odd;
+        d[2] += a_bottom * b_even;
+        d[3] += a_bottom * b_odd;
+    }
+}"""
+
+
+def emulated_tf32_source(text: str | None = None) -> str:
+    """08's kernel (``text``, by default the file) with its two inline-PTX helpers, ``to_tf32``
+    and ``mma_16x8x8``, replaced by CUDA C that does the same - TF32 rounding, and the warp's
+    16 x 8 x 8 product gathered from the fragments by shuffles, with the PTX ISA's fragment
+    layout - so that the CPU engine can run it: ``pmpp.load(source=emulated_tf32_source(),
+    backend="cpu")``. What the emulation checks is everything around the tensor cores: tiles,
+    fragment loads, double buffering, epilogue. It is as fast as it looks: slow."""
+    text = text if text is not None else pmpp.kernel_source("implicit_gemm/08_tf32_mma.cu")
+    for name, body in (("to_tf32", EMULATED_TF32), ("mma_16x8x8", EMULATED_MMA)):
+        pattern = re.compile(r"__device__ __forceinline__ \w+ " + name + r"\(.*?\n\}", re.S)
+        if len(pattern.findall(text)) != 1:
+            raise ValueError(f"the kernel should define {name} exactly once, as 08_tf32_mma.cu does")
+        text = pattern.sub(lambda _: body, text)
+    return text
+
+
+# --------------------------------------------------------------------------------------------
 # The chapter
 # --------------------------------------------------------------------------------------------
 
@@ -456,7 +528,7 @@ def sweep_table(entries: Sequence[Mapping[str, Any]]) -> str:
     and their ratios (ours / cuDNN's speed)."""
 
     def tflops(e):
-        return f"{e['gflops'] / 1e3:7.1f}" if e else "      -"
+        return f"{e['gflops'] / 1e3:7.3g}" if e else "      -"
 
     def ratio(mine, theirs):
         return f"{theirs['median_us'] / mine['median_us']:6.2f}x" if mine and theirs else "      -"
