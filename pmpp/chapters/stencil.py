@@ -20,6 +20,10 @@ Two models, because the book's and the memory system's bytes differ:
 * ``Variant.model``: what must move through DRAM at the least - each input read once, each
   output written once, 8 bytes per point - so the results' GB/s is "effective bandwidth
   counting 8 bytes per point", comparable with the copy ceiling. 13/8 = 1.63 OP/B at most.
+
+:func:`make_integer_inputs` gives grids on which every correct kernel is exact (the exercises'
+grader uses them); :func:`sweeps` runs a variant in a time loop (heat diffusion, with
+:func:`heat_coefficients`, :func:`heat` and :func:`wall_flux` for the physics it must obey).
 """
 from __future__ import annotations
 
