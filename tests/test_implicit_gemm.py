@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pmpp
+from test_reduction import rng, seed, xp_for  # noqa: F401 (fixtures)
 from pmpp.chapters import implicit_gemm
 from pmpp.chapters.implicit_gemm import CHAPTER
 
@@ -44,16 +45,6 @@ GPU_SHAPES = {**SHAPES, "gpu_problem": dict(implicit_gemm.GPU_PROBLEM)}
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
 _modules: dict = {}
 
 
@@ -66,13 +57,6 @@ def load(variant, backend, *, source=None):
         _modules[key] = pmpp.load(**where, defines=dict(variant.defines), backend=backend,
                                   check=backend == "cpu")
     return _modules[key]
-
-
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
 
 
 def run(variant, backend, problem, inputs, *, source=None):
@@ -141,6 +125,18 @@ def test_emulated_mma_catches_a_fragment_loaded_from_the_wrong_place(rng):
     inputs = implicit_gemm.make_integer_inputs(problem, np, rng)
     got = TF32.launch(module, problem, inputs)
     assert not np.array_equal(got, CHAPTER.reference(problem, inputs).value)
+
+
+def test_storing_into_the_buffer_being_read_is_a_race_the_checks_find(rng):
+    """06 with the next tiles stored into the copy the other warps still read: RaceError."""
+    variant = CHAPTER.variant("06_double_buffer")
+    text = pmpp.kernel_source(CHAPTER.kernel_path(variant))
+    assert text.count("store_tiles(buffer ^ 1);") == 1
+    module = pmpp.load(source=text.replace("store_tiles(buffer ^ 1);", "store_tiles(buffer);"),
+                       backend="cpu", check=True)
+    problem = dict(implicit_gemm.CPU_PROBLEM)
+    with pytest.raises(pmpp.RaceError, match="filter_s|input_s"):
+        variant.launch(module, problem, CHAPTER.make_inputs(problem, np, rng))
 
 
 CUDNN = [library for library in CHAPTER.library if library.name.startswith("cuDNN")]
