@@ -14,6 +14,7 @@ import pytest
 import pmpp
 from pmpp.chapters import histogram
 from pmpp.chapters.histogram import CHAPTER
+from test_reduction import backend, rng, seed, xp_for  # noqa: F401 (fixtures: cpu and gpu backends, fresh seeds)
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 
@@ -36,30 +37,6 @@ def binned_id(variant):
 # ------------------------------------------------------------------------------------------
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------
-
-@pytest.fixture(params=["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
-def backend(request):
-    if request.param != "cpu" and not pmpp.gpu_available():
-        pytest.skip("no GPU found: GPU tests run only where CuPy sees a CUDA device")
-    return request.param
-
-
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
-
 
 def load(variant, backend, *, check=None):
     """The variant's module; on the CPU engine with the race and bounds checks unless told otherwise."""
