@@ -225,15 +225,16 @@ def _prepared(module, problem, inputs):
     return data, n, _zeroed(inputs["histo"])
 
 
-def _per_byte(kernel: str, *, bytes_per_thread: int = 1, private_copies: bool = False):
-    """01-08: ``kernel(data, length, histo)`` on ceil(n / (BLOCK_DIM * bytes_per_thread)) blocks.
-    ``private_copies`` (02): histo holds a zeroed copy per block; the result is copy 0."""
+def _per_byte(kernel: str, *, coarsened: bool = False, private_copies: bool = False):
+    """01-08: ``kernel(data, length, histo)`` on ceil(n / (BLOCK_DIM * bytes per thread)) blocks:
+    one byte per thread, or COARSE_FACTOR if ``coarsened``. ``private_copies`` (02): histo holds a
+    zeroed copy per block; the result is copy 0."""
 
     def launch(module, problem, inputs):
         data, n, histo = _prepared(module, problem, inputs)
         if n == 0:
             return histo
-        per_thread = _setting(module, "COARSE_FACTOR", COARSE_FACTOR) if bytes_per_thread > 1 else 1
+        per_thread = _setting(module, "COARSE_FACTOR", COARSE_FACTOR) if coarsened else 1
         grid = -(-n // (BLOCK_DIM * per_thread))
         if private_copies:
             histo = pmpp.get_array_module(data).zeros(grid * problem["bins"], dtype=np.uint32)
@@ -474,16 +475,16 @@ VARIANTS = (
     Variant("04_private_shared", "9.4 private bins in shared memory", "PMPP 9.4",
             _per_byte("histo_private_kernel"), _histogram_model, defines=_L, problem=_TEXT),
     Variant("05_contiguous", "9.5 coarsening, contiguous partition (uncoalesced)", "PMPP 9.5",
-            _per_byte("histo_contiguous_kernel", bytes_per_thread=COARSE_FACTOR), _histogram_model,
+            _per_byte("histo_contiguous_kernel", coarsened=True), _histogram_model,
             defines=_L_C, problem=_TEXT),
     Variant("06_interleaved", "9.5 coarsening, interleaved partition (coalesced)", "PMPP 9.5",
-            _per_byte("histo_interleaved_kernel", bytes_per_thread=COARSE_FACTOR), _histogram_model,
+            _per_byte("histo_interleaved_kernel", coarsened=True), _histogram_model,
             defines=_L_C, problem=_TEXT),
     Variant("07_aggregation", "9.6 aggregation of runs of one bin", "PMPP 9.6",
-            _per_byte("histo_aggregated_kernel", bytes_per_thread=COARSE_FACTOR), _histogram_model,
+            _per_byte("histo_aggregated_kernel", coarsened=True), _histogram_model,
             defines=_L_C, problem=_TEXT),
     Variant("08_warp_aggregated", "warp-aggregated atomics (__match_any_sync)", "beyond the book",
-            _per_byte("histo_warp_aggregated_kernel", bytes_per_thread=COARSE_FACTOR), _histogram_model,
+            _per_byte("histo_warp_aggregated_kernel", coarsened=True), _histogram_model,
             defines=_L_C, problem=_TEXT),
     Variant("09_vectorized", "16-byte loads, a grid that fills the GPU once", "beyond the book",
             _vectorized("histo_vectorized_kernel"), _histogram_model, defines=_B_V, problem=_UNIFORM),
