@@ -11,9 +11,10 @@
 // Tile indices come from an atomic counter (as 07), so a tile only ever looks back at tiles that
 // are running or done, and every one of those publishes A without waiting: no deadlock, whatever
 // order the hardware starts blocks in. Python zeroes tileStatus and tileCounter before each launch.
-// Expect: 2n of traffic and no serial chain: the link between tiles is now a few L2 round trips
-// that overlap with other tiles' loads. Far faster than 07; limited by what one block does per
-// element (scalar 4-byte loads, shared-memory phases, barriers), not yet by DRAM - see 09.
+// Expect: 2n of traffic and no serial chain: far faster than 07. But one thread walks back one
+// tile per L2 round trip, and the more tiles start per round trip, the further back the nearest P
+// is (about half of those that start in one round trip); with that, and the per-element work of
+// 05's block (scalar loads, 13 barriers a tile), 08 stays well short of copy speed. 09 fixes both.
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 512       // launch with blockDim.x == BLOCK_DIM
 #endif
@@ -111,6 +112,7 @@ __global__ void DecoupledLookbackScan(const T* X, T* Y, unsigned long long* tile
             storeStatus(&tileStatus[0], packStatus(STATUS_P, aggregate));
         } else {
             storeStatus(&tileStatus[tile], packStatus(STATUS_A, aggregate));
+            // BEGIN SOLUTION
             for (unsigned int predecessor = tile - 1;; --predecessor) {
                 unsigned long long status;
                 do {
@@ -121,6 +123,7 @@ __global__ void DecoupledLookbackScan(const T* X, T* Y, unsigned long long* tile
                     break;                                              // an inclusive prefix: done
                 }
             }
+            // END SOLUTION
             storeStatus(&tileStatus[tile], packStatus(STATUS_P, previousSum + aggregate));
         }
         previousSum_s = previousSum;

@@ -7,7 +7,7 @@
 //    4 * (r * BLOCK_DIM + t) .. + 3 (row r of the tile, coalesced). Each thread scans its vectors
 //    (3 additions each); each warp scans the vectors' totals across its lanes with
 //    __shfl_up_sync (Kogge-Stone over 32 lanes: no barrier); warp 0 scans the warps' totals.
-//    Two __syncthreads() per tile, against 12 in 08.
+//    Three __syncthreads() per tile (one for the tile index), against 13 in 08.
 //  * A whole warp looks back: it reads 32 predecessors' status words in one round trip, finds
 //    the nearest inclusive prefix with a ballot, adds the aggregates before it with shuffles, and
 //    moves 32 tiles further back only if there is none.
