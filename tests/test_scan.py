@@ -343,6 +343,15 @@ def test_tolerance_grows_with_position_along_the_tiles():
     assert tol[0] < tol[1] < tol[2] < 0.02
 
 
+def test_check_applies_at_least_each_elements_tolerance_evaluated_per_1024(rng):
+    n = 3 * scan.CHECK_CHUNK // 2 + 5
+    abs_prefix = np.cumsum(rng.random(n))
+    start = scan.CHECK_CHUNK
+    exact = scan.tolerance(np.arange(start, n), n, abs_prefix[start:])
+    fast = scan._chunk_tolerance(start, n, n, abs_prefix)
+    assert (fast >= exact).all() and (fast <= exact * (1 + 1e-9)).all()
+
+
 def test_tolerance_covers_a_sequential_float32_scan(rng):
     """A sequential float32 scan is a chain of i additions at element i: within the bound the
     tolerance gives at n = 2^28, whose chain allows 2 additions per 1024 elements plus 180."""
