@@ -54,8 +54,9 @@ class CupyModule:
         except cupy.cuda.driver.CUDADriverError:
             raise ValueError(f"{self.filename} has no __constant__ or __device__ variable {name!r}") from None
         data = cupy.ascontiguousarray(cupy.asarray(array))
-        if data.nbytes > pointer.mem.size:
-            raise ValueError(f"{name} holds {pointer.mem.size} bytes but the array has {data.nbytes}")
+        size = pointer.mem.size   # CuPy reports 0 where the driver did not say; then trust the caller
+        if size and data.nbytes > size:
+            raise ValueError(f"{name} holds {size} bytes but the array has {data.nbytes}")
         pointer.copy_from_device(data.data, data.nbytes)
 
     @staticmethod
