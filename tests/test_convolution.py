@@ -15,6 +15,7 @@ import pytest
 import pmpp
 from pmpp.chapters import convolution
 from pmpp.chapters.convolution import CHAPTER
+from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 
@@ -34,28 +35,8 @@ RADII = [0, 1, 4, 5]                                  # 1 x 1 to 11 x 11; 5 wide
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture(params=["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
-def backend(request):
-    if request.param != "cpu" and not pmpp.gpu_available():
-        pytest.skip("no GPU found: GPU tests run only where CuPy sees a CUDA device")
-    return request.param
 
 
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
 
 
 def with_radius(variant, r):

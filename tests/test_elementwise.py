@@ -13,34 +13,15 @@ import pytest
 import pmpp
 from pmpp.chapters import elementwise
 from pmpp.chapters.elementwise import CHAPTER, DTYPES
+from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 GPU_SIZE = CHAPTER.problems["gpu"]["n"]
 PACKED = [CHAPTER.variant(name) for name in ("03_packed", "04_unfused_silu_mul", "05_fused_silu_mul")]
 
 
-@pytest.fixture(params=["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
-def backend(request):
-    if request.param != "cpu" and not pmpp.gpu_available():
-        pytest.skip("no GPU found: GPU tests run only where CuPy sees a CUDA device")
-    return request.param
 
 
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
-
-
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
 
 
 def run_on(chapter, variant, backend, problem, inputs):

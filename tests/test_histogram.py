@@ -14,7 +14,7 @@ import pytest
 import pmpp
 from pmpp.chapters import histogram
 from pmpp.chapters.histogram import CHAPTER
-from test_reduction import backend, rng, seed, xp_for  # noqa: F401 (fixtures: cpu and gpu backends, fresh seeds)
+from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pmpp
-from test_reduction import rng, seed, xp_for  # noqa: F401 (fixtures)
+from pmpp.runner import array_module as xp_for
 from pmpp.chapters import implicit_gemm
 from pmpp.chapters.implicit_gemm import CHAPTER
 

@@ -14,6 +14,7 @@ import pytest
 import pmpp
 from pmpp.chapters import reduction
 from pmpp.chapters.reduction import CHAPTER
+from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 
@@ -34,21 +35,6 @@ VECTORIZED = [CHAPTER.variant(name) for name in ("15_vectorized", "16_one_pass",
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture(params=["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
-def backend(request):
-    if request.param != "cpu" and not pmpp.gpu_available():
-        pytest.skip("no GPU found: GPU tests run only where CuPy sees a CUDA device")
-    return request.param
-
-
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
 
 
 _modules: dict = {}
@@ -68,11 +54,6 @@ def load(variant, backend, *, check=None):
     return _modules[key]
 
 
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
 
 
 def problem_for(variant, n):

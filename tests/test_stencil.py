@@ -14,6 +14,7 @@ import pytest
 import pmpp
 from pmpp.chapters import stencil
 from pmpp.chapters.stencil import CHAPTER
+from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 GPU_SIZE = CHAPTER.problems["gpu"]["n"]              # 512: GPU only
@@ -29,21 +30,6 @@ SMALL_TILES = ({"BLOCK_X": 8, "BLOCK_Y": 4, "Z_TILE": 5}, {"BLOCK_X": 16, "BLOCK
 # Fixtures and helpers
 # ------------------------------------------------------------------------------------------
 
-@pytest.fixture(params=["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
-def backend(request):
-    if request.param != "cpu" and not pmpp.gpu_available():
-        pytest.skip("no GPU found: GPU tests run only where CuPy sees a CUDA device")
-    return request.param
-
-
-@pytest.fixture
-def seed():
-    return int(np.random.SeedSequence().entropy % 2 ** 32)
-
-
-@pytest.fixture
-def rng(seed):
-    return np.random.default_rng(seed)
 
 
 _modules: dict = {}
@@ -63,11 +49,6 @@ def load(variant, backend, *, check=None, source=None):
     return _modules[key]
 
 
-def xp_for(backend):
-    if backend == "cpu":
-        return np
-    import cupy
-    return cupy
 
 
 def run_and_check(variant, backend, n, rng, seed, *, inputs=None, source=None):

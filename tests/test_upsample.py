@@ -11,7 +11,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from test_elementwise import assert_matches, backend, rng, run_on, seed, xp_for  # noqa: F401 (fixtures)
+from pmpp.runner import array_module as xp_for
+from test_elementwise import assert_matches, run_on
 from pmpp.chapters import upsample
 from pmpp.chapters.upsample import CHAPTER, TEST_SHAPES
 from pmpp.chapters.elementwise import DTYPES
