@@ -17,6 +17,7 @@ __device__ __forceinline__ int binOf(unsigned char c) {
 }
 
 extern "C" __global__ void histo_private_kernel(const unsigned char* data, unsigned int length, unsigned int* histo) {
+    // BEGIN SOLUTION
     // Initialize privatized bins
     __shared__ unsigned int histo_s[NUM_BINS];
     for (unsigned int bin = threadIdx.x; bin < NUM_BINS; bin += blockDim.x) {
@@ -39,4 +40,5 @@ extern "C" __global__ void histo_private_kernel(const unsigned char* data, unsig
             atomicAdd(&histo[bin], binValue);
         }
     }
+    // END SOLUTION
 }

@@ -20,6 +20,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 ImplicitGemmThreadTileKernel(const float* input, const float* filter, float* output,
                              int N, int C, int H, int W, int K, int R, int S,
                              int stride, int pad, int Oh, int Ow) {
+    // BEGIN SOLUTION
     static_assert(TILE_M * TILE_K == THREADS && TILE_K * TILE_N == THREADS, "one load of each tile per thread");
     __shared__ __align__(16) float filter_s[TILE_K][TILE_M + A_PAD];   // filter_s[crs][k]
     __shared__ __align__(16) float input_s[TILE_K][TILE_N];            // input_s[crs][npq]
@@ -78,4 +79,5 @@ ImplicitGemmThreadTileKernel(const float* input, const float* filter, float* out
             }
         }
     }
+    // END SOLUTION
 }
