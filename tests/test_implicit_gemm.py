@@ -77,7 +77,7 @@ def cases():
 # Every variant, every shape
 # ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant, name, backend", cases())
+@pytest.mark.parametrize("variant, name, backend", list(cases()))
 def test_variant_matches_reference_on_random_inputs(variant, name, backend, rng, seed):
     problem = {**GPU_SHAPES[name], **variant.problem}
     inputs = CHAPTER.make_inputs(problem, xp_for(backend), rng)
@@ -86,7 +86,7 @@ def test_variant_matches_reference_on_random_inputs(variant, name, backend, rng,
     assert result, f"{variant.name}, {name}, seed={seed}: {result.detail}"
 
 
-@pytest.mark.parametrize("variant, name, backend", cases())
+@pytest.mark.parametrize("variant, name, backend", list(cases()))
 def test_integer_valued_inputs_convolve_exactly(variant, name, backend, rng, seed):
     """Small integers keep every product and partial sum exact, in FP32 and in TF32: any
     difference is a dropped, doubled or misplaced term."""
