@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from pmpp.errors import BackendUnavailableError, CompileError
+from pmpp.source import define_options as define_flags
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 NVCC_TIMEOUT_S = 300
@@ -101,19 +102,6 @@ def instantiation_source(src: Path, names: Sequence[str]) -> str:
               for i, name in enumerate(names)]
     return "\n".join(lines) + "\n"
 
-
-def define_flags(defines: Mapping[str, Any]) -> list[str]:
-    """``{"BLOCK_DIM": 256, "USE_X": True, "OLD": False}`` -> ``["-DBLOCK_DIM=256", "-DUSE_X", "-UOLD"]``
-    (as the loader passes ``defines=``)."""
-    flags = []
-    for name, value in (defines or {}).items():
-        if value is True:
-            flags.append(f"-D{name}")
-        elif value is False or value is None:
-            flags.append(f"-U{name}")
-        else:
-            flags.append(f"-D{name}={value}")
-    return flags
 
 
 def parse_ptxas(log: str) -> list[dict]:

@@ -14,6 +14,7 @@ import pytest
 import pmpp
 from pmpp.chapters import reduction
 from pmpp.chapters.reduction import CHAPTER
+from pmpp import runner
 from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
@@ -37,21 +38,11 @@ VECTORIZED = [CHAPTER.variant(name) for name in ("15_vectorized", "16_one_pass",
 
 
 
-_modules: dict = {}
-
-
 def load(variant, backend, *, check=None):
-    """The variant's module, compiled once per test session. On the CPU engine the race and
-    bounds checks are on unless asked otherwise."""
+    """The variant's module (``pmpp.load`` keeps it for the session). On the CPU engine the race
+    and bounds checks are on unless asked otherwise."""
     check = (backend == "cpu") if check is None else check
-    key = (variant.name, backend, check)
-    if key not in _modules:
-        options = {"defines": dict(variant.defines), "name_expressions": tuple(variant.name_expressions),
-                   "backend": backend}
-        if check:
-            options["check"] = True
-        _modules[key] = pmpp.load(CHAPTER.kernel_path(variant), **options)
-    return _modules[key]
+    return runner.load_variant(CHAPTER, variant, backend=backend, check=check)
 
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import pmpp
+from pmpp import runner
 from pmpp.chapters import scan
 from pmpp.chapters.scan import CHAPTER
 from pmpp.runner import array_module as xp_for
@@ -39,19 +40,11 @@ CASES = [(d, k) for d in scan.DTYPES for k in scan.KINDS]
 
 
 
-_modules: dict = {}
-
-
 def load(variant, backend, *, check=None):
-    """The variant's module, compiled once per test session. On the CPU engine the race and
-    bounds checks are on unless asked otherwise."""
+    """The variant's module (``pmpp.load`` keeps it for the session). On the CPU engine the race
+    and bounds checks are on unless asked otherwise."""
     check = (backend == "cpu") if check is None else check
-    key = (variant.name, backend, check)
-    if key not in _modules:
-        _modules[key] = pmpp.load(CHAPTER.kernel_path(variant), defines=dict(variant.defines),
-                                  name_expressions=tuple(variant.name_expressions), backend=backend,
-                                  check=check, timeout=60 if backend == "cpu" else None)
-    return _modules[key]
+    return runner.load_variant(CHAPTER, variant, backend=backend, check=check)
 
 
 
