@@ -180,7 +180,7 @@ def test_run_command_checks_and_times_the_chapter_on_cpu(capsys):
     assert main(["run", "implicit_gemm", "--backend", "cpu", "--variants", "05", "07"]) == 0
     out = capsys.readouterr().out
     assert "05_large_tile" in out and "07_rsc_order" in out and "numpy im2col" in out
-    assert "Every variant matched the reference." in out
+    assert "Every variant matched the reference" in out
 
 
 # ------------------------------------------------------------------------------------------
