@@ -214,6 +214,15 @@ def _poisoned(xp, size: int, op: str):
     return a
 
 
+def _setup(module, inputs, problem, kernel, defines, **block_rules):
+    """What every tree launcher starts from: the input, its array module, the operator, n, the
+    kernel to launch and its checked block size."""
+    x = inputs["x"]
+    name, block = _kernel_and_block(module, kernel, defines)
+    return (x, pmpp.get_array_module(x), problem.get("op", "sum"), int(x.size),
+            module.get_function(name), _check_block(block, **block_rules))
+
+
 def _multipass(kernel: str, *, elements_per_thread: int, in_place: bool = False,
                dynamic_shared: bool = False, min_block: int = 1,
                defines: Mapping[str, Any] | None = None):
@@ -222,17 +231,11 @@ def _multipass(kernel: str, *, elements_per_thread: int, in_place: bool = False,
     ``in_place`` kernels overwrite their input, so they get a copy of it."""
 
     def launch(module, problem, inputs):
-        x = inputs["x"]
-        xp = pmpp.get_array_module(x)
-        op = problem.get("op", "sum")
-        n = int(x.size)
+        x, xp, op, n, k, block = _setup(module, inputs, problem, kernel, defines, minimum=min_block)
         if n == 0:
             return _empty_result(xp, op)
-        name, block = _kernel_and_block(module, kernel, defines)
-        block = _check_block(block, min_block)
         shared = block * 4 if dynamic_shared else 0
         per_block = elements_per_thread * block
-        k = module.get_function(name)
         src = x.copy() if in_place else x
         while True:
             grid = -(-n // per_block)
@@ -286,16 +289,11 @@ def _grid_stride(kernel: str, *, elements_per_thread_step: int, dynamic_shared: 
     kernel with one block on the partials."""
 
     def launch(module, problem, inputs):
-        x = inputs["x"]
-        xp = pmpp.get_array_module(x)
-        op = problem.get("op", "sum")
-        n = int(x.size)
+        x, xp, op, n, k, block = _setup(module, inputs, problem, kernel, defines,
+                                        minimum=min_block, power_of_two=power_of_two)
         if n == 0:
             return _empty_result(xp, op)
-        name, block = _kernel_and_block(module, kernel, defines)
-        block = _check_block(block, min_block, power_of_two)
         shared = block * 4 if dynamic_shared else 0
-        k = module.get_function(name)
         step = elements_per_thread_step * (int(_defines(module, defines).get("UNROLL", 1)) if many_waves else 1)
         grid = _grid_size(module, n, block, step, WAVES if many_waves else 1)
         partials = _poisoned(xp, grid, op)
@@ -314,15 +312,9 @@ def _one_pass(kernel: str, *, defines: Mapping[str, Any]):
     partials[0..grid) into partials[grid]. The kernel resets its own retirement counter."""
 
     def launch(module, problem, inputs):
-        x = inputs["x"]
-        xp = pmpp.get_array_module(x)
-        op = problem.get("op", "sum")
-        n = int(x.size)
+        x, xp, op, n, k, block = _setup(module, inputs, problem, kernel, defines, power_of_two=False)
         if n == 0:
             return _empty_result(xp, op)
-        name, block = _kernel_and_block(module, kernel, defines)
-        block = _check_block(block, power_of_two=False)
-        k = module.get_function(name)
         grid = _grid_size(module, n, block, 4 * int(_defines(module, defines)["UNROLL"]), WAVES)
         partials = _poisoned(xp, grid + 1, op)      # the blocks' sums, then the total
         k(grid, block, (x, partials, np.uint32(n)))
