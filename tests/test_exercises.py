@@ -63,9 +63,11 @@ def test_submission_that_does_not_compile_names_the_line(tmp_path):
 
 
 def test_dropped_element_is_caught_by_the_exact_check(tmp_path):
+    # The last element is dropped at every size; it is 0 (and so invisible) with probability
+    # 1/17 per size, so at least one of the exact checks fails but with odds of 17^-4.
     report = exercises.grade("reduction/05", planted(tmp_path, "< n)", "< n - 1)"))
     failed = [c.name for c in report.checks if not c.passed]
-    assert any(name.startswith("exact at n=1000") for name in failed)
+    assert not report.passed and any(name.startswith("exact at") for name in failed)
 
 
 def test_missing_submission_file_is_a_verdict(tmp_path):
