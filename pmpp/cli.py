@@ -37,9 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="measure on the GPU and record the results as JSON")
-    p.add_argument("chapter", help="a chapter name, or 'all'")
+    p.add_argument("chapter", nargs="+", help="chapter names, or 'all'")
     p.add_argument("--out", help="results file (default: results/<device>.json)")
     p.add_argument("--n", type=int, help="problem size (default: the chapter's GPU size)")
+    p.add_argument("--all-problems", action="store_true",
+                   help="also the chapter's other benchmark problems (dtypes, shapes, sweeps)")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("exercises", help="the exercises: variants left for the student")
@@ -63,8 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _chapters(name: str):
-    return [chapters.get(n) for n in chapters.names()] if name == "all" else [chapters.get(name)]
+def _chapters(names):
+    names = [names] if isinstance(names, str) else names
+    return [chapters.get(n) for n in (chapters.names() if "all" in names else names)]
 
 
 def cmd_list(args) -> int:
@@ -142,11 +145,15 @@ def cmd_bench(args) -> int:
     print(backend_info("cupy"))
     print(f"measured ceilings: copy {limits.copy_gbs:.0f} GB/s, FP32 {limits.fp32_gflops:.0f} GFLOP/s")
     for chapter in _chapters(args.chapter):
-        problem = _problem(chapter, "cupy", args.n)
-        entries = measure(chapter, backend="cupy", problem=problem)
-        print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
-        print(format_table(entries))
-        write_results(out, chapter.name, entries, limits)
+        for key, bench_set in chapter.bench_sets()[:None if args.all_problems else 1]:
+            entries = []
+            for problem in bench_set.problems:
+                problem = _problem(chapter, "cupy", args.n) if key == chapter.name else dict(problem)
+                found = measure(chapter, backend="cupy", problem=problem, variants=bench_set.variants)
+                print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+                print(format_table(found), flush=True)
+                entries += found
+            write_results(out, key, entries, limits)
     print(f"\nwrote {out}")
     return 0
 

@@ -189,10 +189,14 @@ def device_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "device"
 
 
-def default_path(device: Mapping[str, Any] | None = None) -> Path:
-    """``results/<device-slug>.json`` in the repository, for this device (or the one given)."""
+def default_path(device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
+    """``results/<device-slug>-<commit>.json`` in the repository, for this device (or the one
+    given) and the commit the code is at: a run at another commit goes to another file, so every
+    file's date and commit are true of all the numbers in it."""
     device = device_info() if device is None else device
-    return RESULTS_DIR / f"{device_slug(device['name'])}.json"
+    commit = commit if commit is not None else (git_commit() or "unknown")
+    short = commit.split("-")[0][:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    return RESULTS_DIR / f"{device_slug(device['name'])}-{short}.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,14 +232,15 @@ def write_results(path: str | os.PathLike | None, chapter: str, entries: Sequenc
     and ``fp32_gflops``. ``path`` None means :func:`default_path` for this device; ``device``,
     ``software`` (versions), ``date`` and ``commit`` default to this machine's, now, HEAD."""
     device = dict(device_info() if device is None else device)
-    path = Path(path) if path is not None else default_path(device)
-    old_chapters = load_results(path)["chapters"] if path.exists() else {}
+    commit = commit if commit is not None else (git_commit() or "unknown")
+    path = Path(path) if path is not None else default_path(device, commit)
+    old_chapters = _chapters_to_keep(path, device, commit)
     entries = [dict(e) for e in entries]
     data = {
         "device": device,
         "versions": dict(versions() if software is None else software),
         "date": date or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit if commit is not None else (git_commit() or "unknown"),
+        "commit": commit,
         "clock": _clock_of(entries),
         "ceilings": _ceilings_dict(ceilings),
         "chapters": {**old_chapters, chapter: entries},
@@ -247,6 +252,27 @@ def write_results(path: str | os.PathLike | None, chapter: str, entries: Sequenc
     tmp.write_text(json.dumps(data, indent=1) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def _chapters_to_keep(path: Path, device: Mapping[str, Any], commit: str) -> dict:
+    """The chapters already in ``path``, which the new entries join: only if they were recorded on
+    the same device at the same commit, since the file's label speaks for all of them."""
+    if not path.exists():
+        return {}
+    old = load_results(path)
+    if old["commit"] != commit or old["device"].get("name") != device.get("name"):
+        raise ValueError(f"{path} holds results from {old['device'].get('name')} at commit "
+                         f"{old['commit']}; these are from {device.get('name')} at {commit}. "
+                         "Write them to another file (pmpp bench --out, or the default path, "
+                         "which names the commit).")
+    return old["chapters"]
+
+
+def entries_for(run: Mapping[str, Any], chapter: str) -> list[dict]:
+    """All of one chapter's entries in a results dict: its default problem (key ``chapter``) and
+    its other benchmark problems (keys ``"<chapter>:<set>"``)."""
+    return [e for key, entries in run["chapters"].items()
+            if key == chapter or key.startswith(chapter + ":") for e in entries]
 
 
 def _clock_of(entries: Sequence[Mapping[str, Any]]) -> str:

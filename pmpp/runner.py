@@ -61,48 +61,64 @@ def exact_check(output, reference) -> CheckResult:
     return CheckResult(wrong == 0, float(wrong), 0.0, detail)
 
 
-def measure(chapter: Chapter, *, backend="auto", problem=None, variants: Iterable[str] | None = None,
-            library=True, seed=None) -> list[dict]:
+def measure(chapter: Chapter, *, backend="auto", problem=None,
+            variants: Iterable[str | Variant] | None = None, library=True, seed=None) -> list[dict]:
     """Check and time each variant (and the library routines) on one problem: result entries
-    as ``pmpp.results`` stores them."""
+    as ``pmpp.results`` stores them. ``variants``: names, or variants themselves (e.g. one
+    re-targeted to other inputs); by default all of the chapter's.
+
+    Inputs are drawn once per distinct problem (fresh random ones on every call) and the reference
+    computed once for them; each run gets its own copy, so every variant writes into a freshly
+    poisoned output and none can pass on what an earlier one left there."""
     from .results import make_entry
     from .timing import bench
 
     backend = resolve_backend(backend)
-    xp = array_module(backend)
+    cases = _Cases(chapter, array_module(backend), np.random.default_rng(seed))
     base = dict(problem or default_problem(chapter, backend))
-    rng = np.random.default_rng(seed)
-    chosen = [chapter.variant(v) for v in variants] if variants else list(chapter.variants)
+    chosen = [chapter.variant(v) if isinstance(v, str) else v for v in variants or chapter.variants]
     entries = []
     for variant in chosen:
         p = problem_for(variant, base)
         if not variant.supports(p, backend):
             continue
         module = load_variant(chapter, variant, backend=backend)
-        inputs = chapter.make_inputs(p, xp, rng)
-        result = chapter.check(variant.launch(module, p, inputs), chapter.reference(p, inputs), p)
+        inputs, reference = cases.get(p)
+        result = chapter.check(variant.launch(module, p, inputs), reference, p)
         timing = bench(lambda: variant.launch(module, p, inputs), backend=backend, **REPEATS[backend])
         entries.append(make_entry(variant.name, "variant", chapter.describe(p), timing,
                                   variant.model(p), bool(result)))
     if library:
-        entries += _measure_library(chapter, base, xp, rng, backend)
+        model = chapter.variants[0].model(base)
+        for lib in chapter.library:
+            if not lib.available(backend):
+                continue
+            inputs, reference = cases.get(base)
+            result = chapter.check(lib.run(base, inputs), reference, base)
+            timing = bench(lambda: lib.run(base, inputs), backend=backend, **REPEATS[backend])
+            entries.append(make_entry(lib.name, "library", chapter.describe(base), timing, model,
+                                      bool(result)))
     return entries
 
 
-def _measure_library(chapter, problem, xp, rng, backend) -> list[dict]:
-    from .results import make_entry
-    from .timing import bench
+class _Cases:
+    """Inputs and reference per distinct problem, made once; :meth:`get` hands out a copy."""
 
-    model = chapter.variants[0].model(problem)
-    entries = []
-    for lib in chapter.library:
-        if not lib.available(backend):
-            continue
-        inputs = chapter.make_inputs(problem, xp, rng)
-        result = chapter.check(lib.run(problem, inputs), chapter.reference(problem, inputs), problem)
-        timing = bench(lambda: lib.run(problem, inputs), backend=backend, **REPEATS[backend])
-        entries.append(make_entry(lib.name, "library", chapter.describe(problem), timing, model, bool(result)))
-    return entries
+    def __init__(self, chapter: Chapter, xp, rng):
+        self.chapter, self.xp, self.rng = chapter, xp, rng
+        self.made: dict[str, tuple[Mapping[str, Any], Any]] = {}
+
+    def get(self, problem: Mapping[str, Any]):
+        key = repr(sorted(problem.items()))
+        if key not in self.made:
+            inputs = self.chapter.make_inputs(problem, self.xp, self.rng)
+            self.made[key] = (inputs, self.chapter.reference(problem, inputs))
+        inputs, reference = self.made[key]
+        return {k: _copy(v) for k, v in inputs.items()}, reference
+
+
+def _copy(value):
+    return value.copy() if hasattr(value, "copy") and hasattr(value, "shape") else value
 
 
 def format_table(entries: list[dict]) -> str:

@@ -1,7 +1,10 @@
 """Timing a kernel the way the numbers in the book are taken: warm up, repeat, take the median.
 
 On the GPU each repeat sits between two CUDA events on the current stream, so what is timed is
-device time, not Python's launch overhead. On the CPU engine there are no events: each repeat is
+device time. Before each repeat the device is given queued work (:class:`_Gap`): a write over
+twice its L2 cache, so that no repeat finds the previous one's data still in cache, and a short
+spin, so that the start event waits behind it while Python prepares the launch - otherwise a
+kernel shorter than its launch overhead would be timed as the overhead. On the CPU engine there are no events: each repeat is
 timed with ``time.perf_counter`` and the result says ``clock="cpu wall clock"`` — those numbers
 say how the CPU engine ran, never how a GPU would.
 
@@ -87,17 +90,58 @@ def _bench_cuda_events(call: Callable[[int], Any], warmup: int, repeat: int) -> 
     import cupy
 
     stream = cupy.cuda.get_current_stream()
+    gap = _Gap.for_current_device()
     for i in range(warmup):
         call(i)
     stream.synchronize()
     starts = [cupy.cuda.Event() for _ in range(repeat)]
     ends = [cupy.cuda.Event() for _ in range(repeat)]
     for i in range(repeat):
+        gap.queue(stream)
         starts[i].record(stream)
         call(warmup + i)
         ends[i].record(stream)
-    ends[-1].synchronize()
+        ends[i].synchronize()     # the host never runs ahead: each gap covers one launch's overhead
     return [cupy.cuda.get_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)]
+
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
+
+
+class _Gap:
+    """Device work queued before a timed repeat: a memset of ``2 x L2`` bytes (evicts the last
+    repeat's data) and a one-thread spin of :attr:`SPIN_US` (hides the host's launch overhead)."""
+
+    SPIN_US = 300.0
+    _by_device: dict = {}
+
+    def __init__(self):
+        import cupy
+        device = cupy.cuda.Device()
+        l2 = int(device.attributes.get("L2CacheSize", 0)) or 64 * 2 ** 20
+        self.scratch = cupy.empty(2 * l2, dtype=cupy.uint8)
+        self.spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+        clock_khz = int(device.attributes.get("ClockRate", 0)) or 2_000_000
+        self.cycles = int(self.SPIN_US * clock_khz / 1e3)
+
+    @classmethod
+    def for_current_device(cls) -> "_Gap":
+        import cupy
+        device = cupy.cuda.Device().id
+        if device not in cls._by_device:
+            cls._by_device[device] = cls()
+        return cls._by_device[device]
+
+    def queue(self, stream) -> None:
+        import cupy
+        import numpy as np
+        cupy.cuda.runtime.memsetAsync(self.scratch.data.ptr, 0, self.scratch.nbytes, stream.ptr)
+        self.spin((1,), (1,), (np.int64(self.cycles),))     # on the current stream, as is `stream`
 
 
 def _bench_wall_clock(call: Callable[[int], Any], warmup: int, repeat: int) -> list[float]:

@@ -151,5 +151,5 @@ def test_grid_size_fills_the_gpu_waves_times_at_most():
 
 
 def test_gpu_problems_cover_both_dtypes_and_both_operations():
-    seen = {(p["dtype"], p["op"]) for p, _ in elementwise.GPU_PROBLEMS}
+    seen = {(p["dtype"], p["op"]) for _, s in CHAPTER.bench_sets() for p in s.problems}
     assert seen == {(d, o) for d in DTYPES for o in elementwise.OPS}

@@ -69,11 +69,32 @@ def test_write_then_load_roundtrip(tmp_path):
 
 def test_writing_a_chapter_keeps_the_other_chapters(tmp_path):
     path = tmp_path / "h100.json"
-    write(path, "reduction", [entry("01_simple")], date="2026-11-20T10:00:00+00:00", commit="a" * 40)
-    write(path, "scan", [entry("01_kogge_stone")], date="2026-11-21T10:00:00+00:00", commit="b" * 40)
+    write(path, "reduction", [entry("01_simple")], date="2026-11-20T10:00:00+00:00")
+    write(path, "scan", [entry("01_kogge_stone")], date="2026-11-21T10:00:00+00:00")
     data = results.load_results(path)
     assert sorted(data["chapters"]) == ["reduction", "scan"]
-    assert data["date"].startswith("2026-11-21") and data["commit"] == "b" * 40
+    assert data["date"].startswith("2026-11-21") and data["commit"] == "a" * 40
+
+
+def test_a_file_never_mixes_commits_or_devices(tmp_path):
+    # The file's commit and device label every entry in it: a run at another commit (or on
+    # another GPU) must go to another file, not relabel the numbers already there.
+    path = tmp_path / "h100.json"
+    write(path, "reduction", [entry("01_simple")], commit="a" * 40)
+    with pytest.raises(ValueError, match="at commit a{40}.*another file"):
+        write(path, "scan", [entry("01_kogge_stone")], commit="b" * 40)
+    with pytest.raises(ValueError, match="another file"):
+        write(path, "scan", [entry("01_kogge_stone")], device={**DEVICE, "name": "NVIDIA H200"})
+    assert sorted(results.load_results(path)["chapters"]) == ["reduction"]
+
+
+def test_entries_for_gathers_a_chapters_benchmark_sets(tmp_path):
+    path = tmp_path / "h100.json"
+    write(path, "elementwise", [entry("03_packed")])
+    write(path, "elementwise:float16", [entry("03_packed"), entry("torch", "library")])
+    write(path, "elementwise_other", [entry("x")])
+    names = [e["name"] for e in results.entries_for(results.load_results(path), "elementwise")]
+    assert names == ["03_packed", "03_packed", "torch"]
 
 
 def test_writing_a_chapter_again_replaces_its_entries(tmp_path):
@@ -95,9 +116,11 @@ def test_write_refuses_cpu_and_gpu_timings_in_one_file(tmp_path):
         write(tmp_path / "x.json", entries=[entry(), entry("02", clock=CPU_WALL_CLOCK)])
 
 
-def test_default_path_is_named_for_the_device():
-    assert results.default_path(DEVICE).name == "nvidia-h100-80gb-hbm3.json"
-    assert results.default_path(DEVICE).parent.name == "results"
+def test_default_path_is_named_for_the_device_and_commit():
+    path = results.default_path(DEVICE, "0123456789" + "a" * 30)
+    assert path.name == "nvidia-h100-80gb-hbm3-0123456.json"
+    assert path.parent.name == "results"
+    assert results.default_path(DEVICE, "0123456789-dirty").name == "nvidia-h100-80gb-hbm3-0123456-dirty.json"
 
 
 # --- validation ------------------------------------------------------------------------------

@@ -219,3 +219,18 @@ def test_gpu_device_info_and_versions():
     assert "uuid" not in info
     v = results.versions()
     assert v["cuda_runtime"] and v["cupy"] and v["driver"]
+
+
+@pytest.mark.gpu
+def test_gpu_bench_times_the_device_not_the_hosts_launch_overhead():
+    # A kernel of a few microseconds launched after 100 us of host work: the events must see the
+    # kernel, not the host (the spin queued before each repeat keeps the device busy meanwhile).
+    import cupy
+    x = cupy.ones(1024, dtype=cupy.float32)
+
+    def slow_host_launch():
+        time.sleep(100e-6)
+        x.__imul__(1.0)
+
+    t = bench(slow_host_launch, warmup=2, repeat=20, backend="cupy")
+    assert t.clock == CUDA_EVENTS and t.median_us < 50, t

@@ -121,5 +121,5 @@ def test_model_moves_five_times_the_small_side():
 
 
 def test_gpu_problems_cover_both_directions_and_dtypes():
-    seen = {(p["dtype"], p["direction"]) for p, _ in upsample.GPU_PROBLEMS}
+    seen = {(p["dtype"], p["direction"]) for _, s in CHAPTER.bench_sets() for p in s.problems}
     assert seen == {(d, w) for d in DTYPES for w in ("forward", "backward")}

@@ -4,13 +4,13 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from .base import Chapter, CheckResult, Library, Model, Variant
+from .base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 
 # Teaching order; a chapter is listed once its module (pmpp/chapters/<name>.py) exists.
 ORDER = ("reduction", "scan", "histogram", "convolution", "implicit_gemm", "stencil", "pooling",
          "elementwise", "upsample")
 
-__all__ = ["Chapter", "CheckResult", "Library", "Model", "Variant", "get", "names"]
+__all__ = ["BenchSet", "Chapter", "CheckResult", "Library", "Model", "Variant", "get", "names"]
 
 
 def names() -> list[str]:

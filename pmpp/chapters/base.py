@@ -66,6 +66,17 @@ class Library:
 
 
 @dataclass(frozen=True)
+class BenchSet:
+    """Problems that ``pmpp bench`` measures beyond the chapter's default one (another dtype,
+    another shape, a table of shapes), recorded under ``"<chapter>:<key>"`` in a results file so
+    that the chapter's own key holds the default problem only."""
+
+    key: str                                       # e.g. "float16", "sweep"
+    problems: Sequence[Mapping[str, Any]]
+    variants: Sequence[Any] | None = None          # names or Variants; None: all that take it
+
+
+@dataclass(frozen=True)
 class Chapter:
     name: str                      # "reduction"
     title: str                     # "Reduction (PMPP ch. 10)"
@@ -81,6 +92,12 @@ class Chapter:
     # Inputs on which every correct variant must match the reference EXACTLY (e.g. integer-valued
     # floats for a sum): catches a dropped or doubled element that a rounding tolerance could hide.
     make_exact_inputs: Callable[..., Mapping[str, Any]] | None = None
+    bench: Sequence[BenchSet] = ()                     # what `pmpp bench` records besides "gpu"
+
+    def bench_sets(self) -> list[tuple[str, BenchSet]]:
+        """(results key, set) for everything ``pmpp bench`` records, the default problem first."""
+        sets = [(self.name, BenchSet("", (self.problems["gpu"],)))]
+        return sets + [(f"{self.name}:{s.key}", s) for s in self.bench]
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -15,8 +15,7 @@ Variants: 01 one thread per element; 02 grid-stride loop on a grid sized from th
 (what a framework runs); 05 the two fused into one. 01-03 compute ``mul``, 04-05 ``silu_mul``.
 
 This module also holds what the three chapters beyond the book (``pooling``, ``elementwise``,
-``upsample``) share: :func:`grid_size`, :func:`poisoned`, :func:`torch_works` and
-:func:`record`, which measures several problems on the GPU and writes them to ``results/``.
+``upsample``) share: :func:`grid_size`, :func:`poisoned` and :func:`torch_works`.
 """
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 
 BLOCK_DIM = 256          # threads per block, every kernel of the chapter
 THREADS_PER_SM = 2048    # resident threads per SM on an H100 (and an A100): one wave fills them
@@ -77,22 +76,6 @@ def torch_works(smoke: Callable[[], Any] | None = None) -> bool:
     except Exception:
         return False
     return True
-
-
-def record(chapter: Chapter, problems: Sequence[tuple[Mapping[str, Any], Sequence[str] | None]],
-           path=None):
-    """Measure each (problem, variants or None for all) on the GPU, with the library routines,
-    and write every entry to the results file (``results/<device>.json`` by default) under the
-    chapter's name: what ``pmpp bench <chapter>`` records, for several problems."""
-    from pmpp import results, runner
-    from pmpp.device import ceilings
-
-    entries = []
-    for problem, variants in problems:
-        found = runner.measure(chapter, backend="cupy", problem=dict(problem), variants=variants)
-        print(f"\n== {chapter.describe(problem)} ==\n{runner.format_table(found)}")
-        entries += found
-    return results.write_results(path, chapter.name, entries, ceilings())
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,14 +296,12 @@ CHAPTER = Chapter(
         Library("numpy", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=lambda p: f"n={p['n']} {p['dtype']} {OPS[p['op']]}",
+    # `pmpp bench --all-problems` records, beside float32 x*y: the fused example and float16.
+    bench=tuple(BenchSet(f"{dtype}_{op}" if op != "mul" else dtype, ({"n": GPU_N, "dtype": dtype, "op": op},),
+                         names)
+                for dtype in DTYPES
+                for op, names in (("mul", ["01_naive", "02_grid_stride", "03_packed"]),
+                                  ("silu_mul", ["04_unfused_silu_mul", "05_fused_silu_mul"]))
+                if (dtype, op) != ("float32", "mul")),
 )
 
-# What `python -m pmpp.chapters.elementwise` records on a GPU: both dtypes, both operations.
-GPU_PROBLEMS = tuple(
-    ({"n": GPU_N, "dtype": dtype, "op": op}, names)
-    for dtype in DTYPES
-    for op, names in (("mul", ["01_naive", "02_grid_stride", "03_packed"]),
-                      ("silu_mul", ["04_unfused_silu_mul", "05_fused_silu_mul"])))
-
-if __name__ == "__main__":
-    print(f"wrote {record(CHAPTER, GPU_PROBLEMS)}")

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 
 BLOCK_DIM = 256            # threads per block of the book's kernels (01-08) and the dot products
 COARSE_FACTOR = 32         # bytes per thread of 05-08
@@ -546,4 +546,8 @@ CHAPTER = Chapter(
         Library("numpy.bincount", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=describe,
+    # `pmpp bench --all-problems` records, beside uniform bytes: the skewed input, where contention
+    # bites, counted into 256 bins by every kernel that can.
+    bench=(BenchSet("skewed", ({"n": 2 ** 28, "bins": BYTES, "input": "skewed"},),
+                    tuple(variant_for(v, bins=BYTES, input="skewed") for v in VARIANTS if BYTES in binnings(v))),),
 )

@@ -19,8 +19,8 @@ run). The bar to beat is cuDNN through ``torch.nn.functional.conv2d``: FP32 with
 and TF32 enabled for the TF32 variant.
 
 The lab report's sweep (N=8, C in {32, 64}, H=W in {64, 128}, K in {128, 256}, 3x3, pad 1) is
-:func:`sweep`; on a GPU, :func:`record_sweep` measures it and writes it into the results file
-under the key :data:`SWEEP_KEY`, beside the chapter's own entries.
+:func:`sweep`; on a GPU, ``pmpp bench implicit_gemm --all-problems`` measures it and writes it
+into the results file under the key :data:`SWEEP_KEY`, beside the chapter's own entries.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 
 U32 = 2.0 ** -24          # unit roundoff of float32, round to nearest
 U64 = 2.0 ** -53          # unit roundoff of float64
@@ -49,7 +49,7 @@ CPU_PROBLEM = {"n": 2, "c": 8, "h": 13, "w": 13, "k": 16, "r": 3, "s": 3, "strid
 # The lab report's sweep; 8 x 64 x 128 x 128, K = 128 is the chapter's GPU problem.
 SWEEP = tuple({"n": 8, "c": c, "h": hw, "w": hw, "k": k, "r": 3, "s": 3, "stride": 1, "pad": 1}
               for k in (128, 256) for c in (32, 64) for hw in (64, 128))
-SWEEP_KEY = "implicit_gemm_sweep"      # where record_sweep puts its entries in a results file
+SWEEP_KEY = "implicit_gemm:sweep"      # where `pmpp bench --all-problems` records the sweep
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,6 +476,7 @@ CHAPTER = Chapter(
         Library("numpy im2col + matmul", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=describe,
+    bench=(BenchSet("sweep", SWEEP),),          # recorded under SWEEP_KEY
 )
 
 
@@ -492,15 +493,6 @@ def sweep(problems: Sequence[Mapping[str, Any]] = SWEEP, *, backend="auto",
     for problem in problems:
         entries += runner.measure(CHAPTER, backend=backend, problem=problem, variants=variants)
     return entries
-
-
-def record_sweep(path=None) -> str:
-    """On a GPU: measure :data:`SWEEP` and write it into the results file (default
-    ``results/<device>.json``) under :data:`SWEEP_KEY`; returns :func:`sweep_table` of it."""
-    from pmpp import device, results
-    entries = sweep(backend="cupy")
-    results.write_results(path, SWEEP_KEY, entries, device.ceilings())
-    return sweep_table(entries)
 
 
 def sweep_rows(entries: Sequence[Mapping[str, Any]]) -> list[dict]:

@@ -25,8 +25,8 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
-from pmpp.chapters.elementwise import poisoned, record, torch_works
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.elementwise import poisoned, torch_works
 
 BLOCK_DIM = 256            # 01-04: threads per block of the 1D grid (one output each)
 UNROLLED = (2, 3, 8)       # kernel sizes with their own template instance; K = 0: any other
@@ -337,6 +337,9 @@ CHAPTER = Chapter(
     ),
     describe=lambda p: (f"x {tuple(p['shape'])} float32, kernel {p['kernel']}, stride {p['stride']}, "
                         f"padding {p['padding']}"),
+    # `pmpp bench --all-problems` records, beside kernel 2 stride 2: kernel 3 stride 1, and the
+    # 25 shapes of the lab's table.
+    bench=(BenchSet("k3s1", (_pool(GPU_SHAPE, 3, 1),)), BenchSet("shapes", SHAPES)),
 )
 
 
@@ -363,12 +366,3 @@ def relative_throughput(entries) -> dict[str, dict[str, float]]:
             table[problem] = {e["name"]: library[0]["median_us"] / e["median_us"]
                               for e in rows if e["kind"] == "variant"}
     return table
-
-
-# What `python -m pmpp.chapters.pooling` records on a GPU: the (16, 32, 64^3) problem with
-# kernel 2 stride 2 and kernel 3 stride 1, then the 25 shapes.
-GPU_PROBLEMS = ((_pool(GPU_SHAPE, 2, 2), None), (_pool(GPU_SHAPE, 3, 1), None)) + tuple(
-    (problem, None) for problem in SHAPES)
-
-if __name__ == "__main__":
-    print(f"wrote {record(CHAPTER, GPU_PROBLEMS)}")

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 
 KINDS = ("inclusive", "exclusive")
 DTYPES = {"float32": "float", "int32": "int"}     # problem dtype -> the kernels' template argument
@@ -563,4 +563,7 @@ CHAPTER = Chapter(
     ),
     describe=lambda p: f"n={p['n']} {p['dtype']} {p.get('kind', 'inclusive')} scan",
     make_exact_inputs=make_exact_inputs,
+    # `pmpp bench --all-problems` records, beside the float32 inclusive scan: int32, and exclusive.
+    bench=(BenchSet("int32", ({"n": 2 ** 28, "dtype": "int32", "kind": "inclusive"},)),
+           BenchSet("exclusive", ({"n": 2 ** 28, "dtype": "float32", "kind": "exclusive"},))),
 )

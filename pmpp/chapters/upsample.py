@@ -22,9 +22,9 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.elementwise import (BLOCK_DIM, CTYPE, DTYPES, PACK_BYTES, PACK_WAVES, U16, U32,
-                                       grid_size, poisoned, record, torch_works)
+                                       grid_size, poisoned, torch_works)
 
 MAX_ELEMENTS = 2 ** 31 - 1     # the kernels index with unsigned 32-bit ints
 
@@ -269,13 +269,10 @@ CHAPTER = Chapter(
     ),
     describe=lambda p: (f"{p['direction']} x{p['scale']} {p['dtype']}, "
                         f"small side {tuple(p['shape'])}, large side {large_shape(p)}"),
+    # `pmpp bench --all-problems` records, beside the float32 forward: the backward, and float16.
+    bench=tuple(BenchSet(f"{dtype}_{direction}",
+                         ({"shape": GPU_SHAPE, "scale": 2, "dtype": dtype, "direction": direction},),
+                         [v.name for v in VARIANTS if v.problem["direction"] == direction])
+                for dtype in DTYPES for direction in ("forward", "backward")
+                if (dtype, direction) != ("float32", "forward")),
 )
-
-# What `python -m pmpp.chapters.upsample` records on a GPU: both directions, both dtypes.
-GPU_PROBLEMS = tuple(
-    ({"shape": GPU_SHAPE, "scale": 2, "dtype": dtype, "direction": direction},
-     [v.name for v in VARIANTS if v.problem["direction"] == direction])
-    for dtype in DTYPES for direction in ("forward", "backward"))
-
-if __name__ == "__main__":
-    print(f"wrote {record(CHAPTER, GPU_PROBLEMS)}")

@@ -1,0 +1,44 @@
+"""pmpp.runner.measure and the benchmark sets that ``pmpp bench --all-problems`` records."""
+import dataclasses
+
+import pytest
+
+from pmpp import chapters, runner
+from pmpp.chapters import elementwise
+
+SMALL = {"n": 4099, "dtype": "float32", "op": "mul"}
+
+
+def test_each_measured_variant_writes_into_a_freshly_poisoned_output(backend):
+    # Inputs are made once per problem; a variant that writes nothing must still fail, even right
+    # after a correct variant filled the same problem's output.
+    packed = elementwise.CHAPTER.variant("03_packed")
+    lazy = dataclasses.replace(packed, launch=lambda module, problem, inputs: inputs["z"])
+    chapter = dataclasses.replace(elementwise.CHAPTER, variants=(packed, lazy), library=())
+    problem = SMALL if backend == "cpu" else elementwise.CHAPTER.problems["gpu"]
+    entries = runner.measure(chapter, backend=backend, problem=problem)
+    assert [e["correct"] for e in entries] == [True, False]
+
+
+def test_inputs_are_drawn_once_per_problem(monkeypatch):
+    made = []
+    make = elementwise.CHAPTER.make_inputs
+    chapter = dataclasses.replace(elementwise.CHAPTER, make_inputs=lambda *a: made.append(a[0]) or make(*a))
+    entries = runner.measure(chapter, backend="cpu", problem=SMALL,
+                             variants=["01_naive", "02_grid_stride", "03_packed", "05_fused_silu_mul"])
+    assert all(e["correct"] for e in entries) and len(entries) == 5       # four variants and numpy
+    assert [p["op"] for p in made] == ["mul", "silu_mul"]
+
+
+@pytest.mark.parametrize("name", chapters.names())
+def test_benchmark_sets_name_real_variants_and_distinct_keys(name):
+    chapter = chapters.get(name)
+    sets = chapter.bench_sets()
+    keys = [key for key, _ in sets]
+    assert keys[0] == name and len(set(keys)) == len(keys)
+    for key, bench_set in sets:
+        assert bench_set.problems, key
+        variants = [chapter.variant(v) if isinstance(v, str) else v
+                    for v in bench_set.variants or chapter.variants]
+        for problem in bench_set.problems:
+            assert any(v.supports(runner.problem_for(v, problem)) for v in variants), (key, problem)
