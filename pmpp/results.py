@@ -169,9 +169,12 @@ def _dist_version(name: str) -> str | None:
 
 
 def git_commit(repo: Path = REPO_ROOT) -> str | None:
-    """The commit the code was at, with ``-dirty`` if tracked files had changes. Outside a git
-    checkout (a copy of the tree on a GPU machine), ``$PMPP_COMMIT`` if set, else None."""
+    """The commit the code was at, with ``-dirty`` if tracked files had changes. ``$PMPP_COMMIT``,
+    where set, is taken as given: it is how a copy of the tree made elsewhere (on a GPU machine,
+    whose own ``.git`` may be missing or stale) says which commit it is. Else None outside git."""
     fallback = os.environ.get("PMPP_COMMIT") or None
+    if fallback:
+        return fallback
     try:
         sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=20)

@@ -208,6 +208,12 @@ def test_git_commit_outside_a_checkout_falls_back_to_pmpp_commit(tmp_path, monke
     assert results.git_commit(tmp_path) == "feedbee"
 
 
+def test_pmpp_commit_wins_over_a_stale_checkout(monkeypatch):
+    # A tree copied to a GPU machine may carry an old .git: the commit it was copied at is the truth.
+    monkeypatch.setenv("PMPP_COMMIT", "feedbee")
+    assert results.git_commit() == "feedbee"
+
+
 def test_device_info_on_the_cpu_engine_says_so():
     info = results.device_info(backend="cpu")
     assert info["engine"] == "cpu" and info["name"].startswith("CPU engine")
