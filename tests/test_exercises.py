@@ -132,3 +132,14 @@ def test_grade_command_writes_json_verdict(tmp_path, capsys):
     assert verdict["passed"] is False and verdict["exercise"] == "reduction/05_coarsened"
     assert any("RaceError" in c["reason"] for c in verdict["checks"])
     assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_gpu_grading_checks_full_size_and_times_against_the_reference(tmp_path):
+    # On a GPU, a submission that passes the CPU-engine checks is also checked at the chapter's
+    # GPU size and timed beside the instructor's solution.
+    report = exercises.grade(COARSENED.name, planted(tmp_path, "", ""))
+    assert report.passed, str(report)
+    assert any(c.name.startswith("correct on the GPU") for c in report.checks)
+    assert report.gpu_time_us > 0 and report.reference_time_us > 0
+    assert "GPU time" in str(report)
