@@ -107,7 +107,7 @@ def _check_array(param: Param, value, array_type, backend: str, where: str):
         raise ValueError(f"{where}: {param.base} reads {lanes} elements at a time, but the array "
                          f"has {value.size} elements (not a multiple of {lanes})")
     align = _ALIGN.get(param.base, 1)
-    if align > 1 and value.size and _address(value) % align:
+    if align > 1 and value.size and address(value) % align:
         raise ValueError(f"{where}: {param.base} needs {align}-byte aligned data; this array "
                          "(a slice?) is not aligned — pass a fresh array")
     if not param.const and backend == "cpu" and not value.flags.writeable:
@@ -116,9 +116,20 @@ def _check_array(param: Param, value, array_type, backend: str, where: str):
     return value
 
 
-def _address(array) -> int:
+def address(array) -> int:
+    """Where an array's data starts: the device pointer of a CuPy array, else the host one."""
     device_pointer = getattr(getattr(array, "data", None), "ptr", None)   # cupy.ndarray
     return device_pointer if device_pointer is not None else array.__array_interface__["data"][0]
+
+
+def check_aligned(alignment: int, **arrays) -> None:
+    """Raise ValueError naming the first of ``arrays`` (name=array) whose data does not start on
+    an ``alignment``-byte boundary - for kernels that move that many bytes at a time."""
+    for name, array in arrays.items():
+        if array.size and address(array) % alignment:
+            raise ValueError(f"{name} must be {alignment}-byte aligned: this kernel loads or stores "
+                             f"{alignment} bytes at a time. A fresh array is; a slice such as a[1:] "
+                             "is not - pass a copy")
 
 
 def _scalar(param: Param, value, where: str):

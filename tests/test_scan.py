@@ -26,8 +26,9 @@ LARGE = max(CHAPTER.test_sizes)                      # 2^20 + 7
 GPU_SIZE = CHAPTER.problems["gpu"]["n"]              # 2^28: GPU only
 CORRECT_VARIANTS = [v for v in CHAPTER.variants if not v.racy]
 ONE_SECTION = [v for v in CORRECT_VARIANTS if v.max_n < scan.MAX_N]
-SINGLE_PASS = [CHAPTER.variant(name) for name in ("07", "08", "09")]
-LOOK_BACK = [CHAPTER.variant(name) for name in ("08", "09")]
+SINGLE_PASS = [CHAPTER.variant(name) for name in ("07", "08", "09", "10")]
+LOOK_BACK = [CHAPTER.variant(name) for name in ("08", "09", "10")]
+PERSISTENT = CHAPTER.variant("10")     # blocks take tiles until none are left
 VECTORIZED = CHAPTER.variant("09")
 # At the large sizes, two of the four (dtype, kind) pairs - between them both dtypes and kinds.
 LARGE_CASES = {("float32", "inclusive"), ("int32", "exclusive")}
@@ -172,8 +173,9 @@ def test_single_pass_is_right_twice_in_a_row(variant, backend, rng, seed):
 
 @pytest.mark.parametrize("variant", LOOK_BACK, ids=lambda v: v.name)
 def test_every_block_draws_one_tile_and_publishes_its_inclusive_prefix(variant, rng):
-    """After a launch the counter equals the number of tiles and every tile's status is P with
-    the inclusive prefix of the input through that tile."""
+    """After a launch the counter equals the number of tiles (10: plus one draw per block, the
+    one that found no tile left) and every tile's status is P with the inclusive prefix of the
+    input through that tile."""
     p = problem(50_000, "int32")
     inputs = CHAPTER.make_inputs(p, np, rng)
     module = load(variant, "cpu")
@@ -182,7 +184,7 @@ def test_every_block_draws_one_tile_and_publishes_its_inclusive_prefix(variant, 
     status, counter = np.zeros(tiles, np.uint64), np.zeros(1, np.uint64)
     kernel = module.get_function(variant.name_expressions[1])          # the int instance
     kernel(tiles, variant.defines["BLOCK_DIM"], (inputs["x"], inputs["y"], status, counter, np.uint32(p["n"]), 0))
-    assert int(counter[0]) == tiles
+    assert int(counter[0]) == (2 * tiles if variant is PERSISTENT else tiles)
     prefixes = np.cumsum(inputs["x"].astype(np.int64))[np.minimum(np.arange(1, tiles + 1) * tile, p["n"]) - 1]
     assert [int(s) for s in status] == [status_word(2, v) for v in prefixes]
 

