@@ -2,7 +2,10 @@
 // Changed from 08_decoupled_lookback: the same single pass and the same tile status words; what
 // changed is the work of a block per element, so that DRAM, not the block, sets the pace.
 //  * Loads and stores are float4/int4 (16 bytes: LDG.E.128 / STG.E.128), VECS_PER_THREAD per
-//    thread, all issued before the first is used: 16 KB in flight per block.
+//    thread, all issued before the first is used: 32 KB in flight per block of 128 threads.
+//    Marked streaming (__ldcs/__stcs): each byte is touched once. Large tiles pay: on an H100 at
+//    2^28, 4096-element tiles (256 threads x 4 vectors) took 1050 us, 8192-element ones
+//    (128 x 16) 897 us - half the tiles, counter draws and look-backs - and 875 us streamed.
 //  * The tile never visits shared memory. Vector r of thread t holds the tile's elements
 //    4 * (r * BLOCK_DIM + t) .. + 3 (row r of the tile, coalesced). Each thread scans its vectors
 //    (3 additions each); each warp scans the vectors' totals across its lanes with
@@ -17,10 +20,10 @@
 // Expect: copy speed - at 2^28 on an H100, within ~10% of the measured copy bandwidth counting
 // 2n * 4 bytes, where 08 is limited by its per-element instructions and barriers.
 #ifndef BLOCK_DIM
-#define BLOCK_DIM 256           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
+#define BLOCK_DIM 128           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
 #endif
 #ifndef VECS_PER_THREAD
-#define VECS_PER_THREAD 4       // 4-element vectors per thread
+#define VECS_PER_THREAD 16      // 4-element vectors per thread
 #endif
 #define WARPS (BLOCK_DIM / 32)
 #define TILE_SIZE (BLOCK_DIM * VECS_PER_THREAD * 4)
@@ -144,7 +147,7 @@ VectorizedLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long
     for (int r = 0; r < VECS_PER_THREAD; ++r) {
         unsigned int e = tile * TILE_SIZE + 4 * (r * BLOCK_DIM + t);
         if (e + 4 <= n) {
-            V q = *reinterpret_cast<const V*>(X + e);
+            V q = __ldcs(reinterpret_cast<const V*>(X + e));
             v[r][0] = q.x;
             v[r][1] = q.y;
             v[r][2] = q.z;
@@ -219,7 +222,7 @@ VectorizedLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long
             q.y = out[1];
             q.z = out[2];
             q.w = out[3];
-            *reinterpret_cast<V*>(Y + e) = q;
+            __stcs(reinterpret_cast<V*>(Y + e), q);
         } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {

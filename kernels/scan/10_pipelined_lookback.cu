@@ -12,13 +12,13 @@
 // current tile, whose look-back needs only lower tiles - which all have theirs.
 // Expect: the speed 09 had without its look-back, near the copy bandwidth counting 2n * 4 bytes.
 #ifndef BLOCK_DIM
-#define BLOCK_DIM 128           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
+#define BLOCK_DIM 256           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
 #endif
 #ifndef VECS_PER_THREAD
 #define VECS_PER_THREAD 8       // 4-element vectors per thread, per tile (two tiles in flight)
 #endif
 #ifndef BLOCKS_PER_SM
-#define BLOCKS_PER_SM 4         // resident blocks per SM the registers are budgeted for
+#define BLOCKS_PER_SM 2         // resident blocks per SM the registers are budgeted for
 #endif
 #define WARPS (BLOCK_DIM / 32)
 #define TILE_SIZE (BLOCK_DIM * VECS_PER_THREAD * 4)

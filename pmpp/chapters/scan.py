@@ -40,8 +40,8 @@ MAX_N = 2 ** 31 - 1          # indices are 32-bit unsigned: i + a section never 
 KOGGE_STONE = {"BLOCK_DIM": 1024}                        # 01-03: one thread per element
 BRENT_KUNG = {"BLOCK_DIM": 512}                          # 04: two elements per thread
 THREE_PHASE = {"BLOCK_DIM": 512, "COARSE_FACTOR": 8}     # 05-08: 4096-element sections
-VECTORIZED = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 4}    # 09: 4096-element tiles of float4s
-PIPELINED = {"BLOCK_DIM": 128, "VECS_PER_THREAD": 8, "BLOCKS_PER_SM": 4}   # 10: two 4096-element tiles
+VECTORIZED = {"BLOCK_DIM": 128, "VECS_PER_THREAD": 16}   # 09: 8192-element tiles of float4s
+PIPELINED = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 8, "BLOCKS_PER_SM": 2}   # 10: two 8192-element tiles
 
 INT_BOUND = 7      # integer inputs lie in [-7, 7]: no prefix of n <= 2^28 of them overflows int32
 EXACT_FLOAT_LIMIT = 2 ** 23   # integer-valued float32 prefixes below this are computed exactly
