@@ -1,6 +1,7 @@
 """Results files: the numbers a GPU run recorded, committed so that readers without a GPU see them.
 
-One file per device, ``results/<device-slug>.json``::
+One file per device and commit, ``results/<device-slug>-<commit>.json`` (a file's date, commit and
+device speak for every number in it, so a run at another commit goes to another file)::
 
     {"device":   {"name", "compute_capability", "sm_count", "l2_bytes", "memory_bytes", ...},
      "versions": {"driver", "cuda_runtime", "cupy", "numpy", "python", "torch"},
@@ -8,7 +9,10 @@ One file per device, ``results/<device-slug>.json``::
      "commit":   "abc1234...(-dirty)",
      "clock":    "cuda events",
      "ceilings": {"copy_gbs", "fp32_gflops", ...},
-     "chapters": {"reduction": [entry, ...], "scan": [...]}}
+     "chapters": {"reduction": [entry, ...], "scan": [...], "scan:int32": [...]}}
+
+A chapter's key holds its default problem; ``"<chapter>:<set>"`` keys hold the other benchmark
+problems ``pmpp bench --all-problems`` records (:func:`entries_for` gathers them all).
 
 An entry is one variant or library routine at one problem size: see :func:`make_entry`.
 Writing one chapter keeps the others already in the file (:func:`write_results`). Notebooks on a
