@@ -244,3 +244,21 @@ def test_cpu_ceilings_without_recordings_raise(tmp_path, monkeypatch):
     monkeypatch.setattr(ceil, "gpu_available", lambda: False)
     with pytest.raises(BackendUnavailableError, match="no ceilings are recorded"):
         ceil.ceilings()
+
+
+def test_committed_recordings_are_valid_and_cover_every_benchmark_set():
+    # What the notebooks read on machines without a GPU: every file valid, named for its device
+    # and commit, and every chapter's benchmark sets recorded somewhere, each entry correct.
+    from pmpp import chapters
+    files = sorted(results.RESULTS_DIR.glob("*.json"))
+    assert files, "no recordings committed in results/"
+    for path in files:
+        data = results.load_results(path)
+        assert path.name == results.default_path(data["device"], data["commit"]).name
+    for name in chapters.names():
+        chapter = chapters.get(name)
+        for key, _ in chapter.bench_sets():
+            runs = [r for r in results.recorded() if r["chapters"].get(key)]
+            assert runs, f"no recording of {key}"
+            racy = {v.name for v in chapter.variants if v.racy}
+            assert all(e["correct"] for e in runs[0]["chapters"][key] if e["name"] not in racy), key
