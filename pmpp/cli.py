@@ -38,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure on the GPU and record the results as JSON")
     p.add_argument("chapter", nargs="+", help="chapter names, or 'all'")
-    p.add_argument("--out", help="results file (default: results/<device>.json)")
+    p.add_argument("--out", help="results file (default: results/<device>-<commit>.json)")
     p.add_argument("--n", type=int, help="problem size (default: the chapter's GPU size)")
     p.add_argument("--all-problems", action="store_true",
                    help="also the chapter's other benchmark problems (dtypes, shapes, sweeps)")
