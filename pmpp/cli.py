@@ -136,7 +136,7 @@ def _verify_sizes(chapter, variants, backend, verify) -> list[str]:
 def cmd_bench(args) -> int:
     from .device import ceilings
     from .results import default_path, write_results
-    from .runner import format_table, measure
+    from .runner import format_table, measure_problems
     if resolve_backend("auto") != "cupy":
         raise PmppError("pmpp bench records GPU measurements and needs a GPU; on the CPU engine "
                         "use 'pmpp run' (its times are CPU times)")
@@ -145,14 +145,14 @@ def cmd_bench(args) -> int:
     print(backend_info("cupy"))
     print(f"measured ceilings: copy {limits.copy_gbs:.0f} GB/s, FP32 {limits.fp32_gflops:.0f} GFLOP/s")
     for chapter in _chapters(args.chapter):
+        def report(problem, entries, chapter=chapter):
+            print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+            print(format_table(entries), flush=True)
+
         for key, bench_set in chapter.bench_sets()[:None if args.all_problems else 1]:
-            entries = []
-            for problem in bench_set.problems:
-                problem = _problem(chapter, "cupy", args.n) if key == chapter.name else dict(problem)
-                found = measure(chapter, backend="cupy", problem=problem, variants=bench_set.variants)
-                print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
-                print(format_table(found), flush=True)
-                entries += found
+            problems = [_problem(chapter, "cupy", args.n)] if key == chapter.name else bench_set.problems
+            entries = measure_problems(chapter, problems, backend="cupy", variants=bench_set.variants,
+                                       report=report)
             write_results(out, key, entries, limits)
     print(f"\nwrote {out}")
     return 0

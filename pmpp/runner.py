@@ -101,6 +101,20 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
     return entries
 
 
+def measure_problems(chapter: Chapter, problems: Iterable[Mapping[str, Any]], *, backend="auto",
+                     variants: Iterable[str | Variant] | None = None, report=None) -> list[dict]:
+    """:func:`measure` on each problem in turn (a sweep, a table of shapes, a benchmark set): all
+    the entries, each naming its problem. ``report(problem, entries)``, if given, is called after
+    each problem (the command line prints a table)."""
+    found = []
+    for problem in problems:
+        entries = measure(chapter, backend=backend, problem=dict(problem), variants=variants)
+        if report is not None:
+            report(problem, entries)
+        found += entries
+    return found
+
+
 class _Cases:
     """Inputs and reference per distinct problem, made once; :meth:`get` hands out a copy."""
 

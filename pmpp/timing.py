@@ -4,9 +4,11 @@ On the GPU each repeat sits between two CUDA events on the current stream, so wh
 device time. Before each repeat the device is given queued work (:class:`_Gap`): a write over
 twice its L2 cache, so that no repeat finds the previous one's data still in cache, and a short
 spin, so that the start event waits behind it while Python prepares the launch - otherwise a
-kernel shorter than its launch overhead would be timed as the overhead. On the CPU engine there are no events: each repeat is
-timed with ``time.perf_counter`` and the result says ``clock="cpu wall clock"`` — those numbers
-say how the CPU engine ran, never how a GPU would.
+kernel shorter than its launch overhead would be timed as the overhead.
+
+On the CPU engine there are no events: each repeat is timed with ``time.perf_counter`` and the
+result says ``clock="cpu wall clock"`` — those numbers say how the CPU engine ran, never how a
+GPU would.
 
     t = bench(lambda: kernel(grid, block, (x, out, n)))
     print(t, gbps(model.bytes, t.median_us), "GB/s")

@@ -42,3 +42,13 @@ def test_benchmark_sets_name_real_variants_and_distinct_keys(name):
                     for v in bench_set.variants or chapter.variants]
         for problem in bench_set.problems:
             assert any(v.supports(runner.problem_for(v, problem)) for v in variants), (key, problem)
+
+
+def test_measure_problems_reports_each_problem_and_returns_all_entries():
+    problems = [SMALL, {**SMALL, "n": 1000}]
+    seen = []
+    entries = runner.measure_problems(elementwise.CHAPTER, problems, backend="cpu", variants=["03_packed"],
+                                      report=lambda problem, found: seen.append((problem["n"], len(found))))
+    assert seen == [(4099, 2), (1000, 2)]                      # 03_packed and numpy, per problem
+    assert [e["problem"] for e in entries] == [elementwise.CHAPTER.describe(p) for p in problems for _ in "ab"]
+    assert all(e["correct"] for e in entries)

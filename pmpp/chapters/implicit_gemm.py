@@ -489,10 +489,7 @@ def sweep(problems: Sequence[Mapping[str, Any]] = SWEEP, *, backend="auto",
     """Check and time the variants (all by default) and the library routines on each problem:
     ``pmpp.runner.measure`` entries, each naming its problem."""
     from pmpp import runner
-    entries = []
-    for problem in problems:
-        entries += runner.measure(CHAPTER, backend=backend, problem=problem, variants=variants)
-    return entries
+    return runner.measure_problems(CHAPTER, problems, backend=backend, variants=variants)
 
 
 def sweep_rows(entries: Sequence[Mapping[str, Any]]) -> list[dict]:

@@ -350,9 +350,8 @@ def shape_table(backend: str = "auto", variants=None) -> list[dict]:
     from pmpp.backends import resolve_backend
 
     backend = resolve_backend(backend)
-    shapes = SHAPES if backend == "cupy" else SHAPES_CPU
-    return [e for problem in shapes for e in runner.measure(CHAPTER, backend=backend, problem=problem,
-                                                             variants=variants)]
+    return runner.measure_problems(CHAPTER, SHAPES if backend == "cupy" else SHAPES_CPU,
+                                   backend=backend, variants=variants)
 
 
 def relative_throughput(entries) -> dict[str, dict[str, float]]:

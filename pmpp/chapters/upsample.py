@@ -161,8 +161,8 @@ def _twice(kernel: str, *, wide: bool):
         _, _, h, w = problem["shape"]
         n = int(np.prod(problem["shape"]))
         if not wide:       # 02 stores, 05 loads, Pack2s: two values at once, aligned to their size
-            packed = ("y", dst) if problem["direction"] == "forward" else ("dy", src)
-            check_aligned(2 * np.dtype(problem["dtype"]).itemsize, **dict([packed]))
+            packed = {"y": dst} if problem["direction"] == "forward" else {"dy": src}
+            check_aligned(2 * np.dtype(problem["dtype"]).itemsize, **packed)
         if n:
             per_thread = PACK_BYTES // np.dtype(problem["dtype"]).itemsize if wide else 1
             grid = grid_size(module, -(-n // per_thread), BLOCK_DIM, PACK_WAVES)
