@@ -1,4 +1,4 @@
-"""The ``pmpp`` command: list, run, bench and check-kernels."""
+"""The ``pmpp`` command: list, run, bench, profile and check-kernels."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--all-problems", action="store_true",
                    help="also the chapter's other benchmark problems (dtypes, shapes, sweeps)")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("profile", help="measure each variant's DRAM traffic with Nsight Compute (GPU)")
+    p.add_argument("chapter", nargs="+", help="chapter names, or 'all'")
+    p.add_argument("--variants", nargs="*", help="only these variants (names or numbers)")
+    p.add_argument("--out", help="profile file (default: results/dram/<device>-<commit>.json)")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("exercises", help="the exercises: variants left for the student")
     p.set_defaults(func=cmd_exercises)
@@ -154,6 +160,25 @@ def cmd_bench(args) -> int:
             entries = measure_problems(chapter, problems, backend="cupy", variants=bench_set.variants,
                                        report=report)
             write_results(out, key, entries, limits)
+    print(f"\nwrote {out}")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from .profile import default_path, dram_traffic, find_ncu, write_profile
+    if resolve_backend("auto") != "cupy":
+        raise PmppError("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine "
+                        "has none (the notebooks show the recorded profile from results/dram/)")
+    ncu = find_ncu()
+    out = args.out or default_path()
+    for chapter in _chapters(args.chapter):
+        problem = _problem(chapter, "cupy", None)
+        rows = dram_traffic(chapter, problem, args.variants, ncu=ncu)
+        print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+        for row in rows:
+            print(f"{row['variant']:32} read {row['dram_read_bytes'] / 1e6:10.1f} MB   "
+                  f"write {row['dram_write_bytes'] / 1e6:10.1f} MB", flush=True)
+        write_profile(out, chapter.name, problem, rows)
     print(f"\nwrote {out}")
     return 0
 

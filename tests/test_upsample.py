@@ -20,7 +20,7 @@ from pmpp.chapters.elementwise import DTYPES
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 GPU_SHAPE = CHAPTER.problems["gpu"]["shape"]
 GENERIC = [v for v in CHAPTER.variants if not v.only_2x]
-WIDE = [v for v in CHAPTER.variants if v.name.endswith("_wide")]
+WIDE = [v for v in CHAPTER.variants if v.name.endswith(("_wide", "_coalesced"))]   # with a fallback
 
 
 def run(variant, backend, problem, inputs):

@@ -152,9 +152,9 @@ def _generic(kernel: str):
     return launch
 
 
-def _twice(kernel: str, *, wide: bool):
-    """02 / 05 (one thread per small-side element) and 03 / 06 (one per 16 bytes of a small-side
-    row, where W allows): ``kernel(src, dst, n, H, W)``, n = elements of the small side."""
+def _twice(kernel: str, *, wide: bool, thread_bytes: int = PACK_BYTES):
+    """02 / 05 (one thread per small-side element) and 03 / 06 / 07 (one per ``thread_bytes`` of a
+    small-side row, where W allows): ``kernel(src, dst, n, H, W)``, n = elements of the small side."""
 
     def launch(module, problem, inputs):
         src, dst = _arrays(problem, inputs)
@@ -164,7 +164,7 @@ def _twice(kernel: str, *, wide: bool):
             packed = {"y": dst} if problem["direction"] == "forward" else {"dy": src}
             check_aligned(2 * np.dtype(problem["dtype"]).itemsize, **packed)
         if n:
-            per_thread = PACK_BYTES // np.dtype(problem["dtype"]).itemsize if wide else 1
+            per_thread = thread_bytes // np.dtype(problem["dtype"]).itemsize if wide else 1
             grid = grid_size(module, -(-n // per_thread), BLOCK_DIM, PACK_WAVES)
             module.get_function(_name(kernel, problem))(
                 grid, BLOCK_DIM, (src, dst, np.uint32(n), np.uint32(h), np.uint32(w)))
@@ -249,13 +249,19 @@ VARIANTS = (
     UpsampleVariant("06_2x_backward_wide", "backward 2x: 16-byte loads and stores", "beyond the seed",
                     _twice("UpsampleNearest2D2xBackwardWide", wide=True), _model,
                     name_expressions=_instances("UpsampleNearest2D2xBackwardWide"), problem=_BWD, only_2x=True),
+    UpsampleVariant("07_2x_backward_coalesced", "backward 2x: contiguous warp loads, 8-byte stores",
+                    "beyond the seed", _twice("UpsampleNearest2D2xBackwardCoalesced", wide=True, thread_bytes=8),
+                    _model, name_expressions=_instances("UpsampleNearest2D2xBackwardCoalesced"), problem=_BWD,
+                    only_2x=True),
 )
 
 GPU_SHAPE = (16, 32, 80, 80)   # the seed's: 13 MB in, 52 MB out in float32 (L2 of an H100: 50 MB)
 
-# Awkward shapes every variant must handle: one element, W odd (no 16-byte path), W a multiple of
-# 4 but not of 8 (16-byte path for float only), primes, a plane that is not a multiple of the block.
-TEST_SHAPES = ((1, 1, 1, 1), (1, 1, 1, 7), (2, 3, 5, 9), (1, 2, 3, 12), (2, 3, 8, 16), (1, 3, 17, 40))
+# Awkward shapes every variant must handle: one element, W odd (no 16-byte path), W even but not a
+# multiple of 4 (07's 8-byte path for float only), W a multiple of 4 but not of 8 (16-byte path for
+# float only), primes, a plane that is not a multiple of the block.
+TEST_SHAPES = ((1, 1, 1, 1), (1, 1, 1, 7), (2, 3, 5, 9), (1, 2, 3, 10), (1, 2, 3, 12), (2, 3, 8, 16),
+               (1, 3, 17, 40))
 
 CHAPTER = Chapter(
     name="upsample",

@@ -1,0 +1,184 @@
+"""DRAM traffic per variant, measured with Nsight Compute (``ncu``) on a GPU.
+
+A model says which bytes a kernel *requests*; what reaches DRAM is what the L1 and L2 caches do
+not catch. ``pmpp profile stencil`` launches each variant once under ``ncu`` (in a child process,
+profiling only that launch) and records ``dram__bytes_read.sum`` and ``dram__bytes_write.sum``,
+summed over the kernels the launch ran, in ``results/dram/<device>-<commit>.json``.
+
+ncu runs every profiled kernel with cold caches (``--cache-control all``, its default) and locked
+base clocks: the bytes are what one launch moves from a flushed L2; ncu's durations are not the
+benchmark's and are not kept.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .errors import PmppError
+
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+class ProfilerError(PmppError):
+    """Nsight Compute is missing, or a profiled run failed."""
+
+
+def find_ncu() -> str:
+    """The ``ncu`` executable: on PATH, else under $CUDA_PATH or /usr/local/cuda."""
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "ncu").is_file():
+            return str(Path(root) / "bin" / "ncu")
+    raise ProfilerError("Nsight Compute (ncu) was not found: it comes with the CUDA toolkit; put its "
+                        "bin folder on PATH or set CUDA_PATH. Without a GPU there is nothing to profile: "
+                        "the notebooks show the recorded profile from results/dram/.")
+
+
+def parse_csv(text: str) -> list[dict]:
+    """ncu ``--csv`` output -> one dict per kernel launch: ``{"kernel": name, metric: bytes...}``,
+    in launch order. Lines that are not CSV (ncu's ``==PROF==`` notes, the program's output) are
+    skipped; values are converted to bytes whatever unit ncu chose."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    launches: dict[str, dict] = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        if row.get("Metric Name") not in METRICS:
+            continue
+        unit = row.get("Metric Unit", "byte")
+        if unit not in UNITS:
+            raise ProfilerError(f"ncu reported {row['Metric Name']} in {unit!r}, not a unit of bytes")
+        launch = launches.setdefault(row["ID"], {"kernel": row["Kernel Name"]})
+        launch[row["Metric Name"]] = float(row["Metric Value"].replace(",", "")) * UNITS[unit]
+    return list(launches.values())
+
+
+def dram_traffic(chapter, problem: Mapping[str, Any], variants: Sequence[str] | None = None,
+                 *, ncu: str | None = None, timeout: float = 300) -> list[dict]:
+    """Profile one launch of each variant of ``chapter`` (all by default) on ``problem``; return
+    ``[{"variant", "dram_read_bytes", "dram_write_bytes", "kernels": [names]}]``."""
+    ncu = ncu or find_ncu()
+    names = [chapter.variant(v).name for v in variants] if variants else [v.name for v in chapter.variants]
+    rows = []
+    for name in names:
+        command = [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off",
+                   "--metrics", ",".join(METRICS), sys.executable, "-m", "pmpp.profile",
+                   chapter.name, name, json.dumps(dict(problem))]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        launches = parse_csv(run.stdout)
+        if run.returncode != 0 or not launches:
+            raise ProfilerError(f"profiling {chapter.name} {name} failed (exit {run.returncode}): "
+                                f"{(run.stderr or run.stdout).strip()[-800:]}")
+        rows.append({"variant": name,
+                     "dram_read_bytes": sum(k.get(METRICS[0], 0.0) for k in launches),
+                     "dram_write_bytes": sum(k.get(METRICS[1], 0.0) for k in launches),
+                     "kernels": [k["kernel"] for k in launches]})
+    return rows
+
+
+def ncu_version(ncu: str | None = None) -> str | None:
+    try:
+        out = subprocess.run([ncu or find_ncu(), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError, ProfilerError):
+        return None
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else None
+
+
+def default_path(device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
+    """``results/dram/<device-slug>-<commit>.json``, beside the benchmark recordings."""
+    from . import results
+    bench_path = results.default_path(device, commit)
+    return bench_path.parent / "dram" / bench_path.name
+
+
+def write_profile(path: str | os.PathLike | None, chapter: str, problem: Mapping[str, Any],
+                  rows: Sequence[Mapping[str, Any]], *, device: Mapping[str, Any] | None = None,
+                  software: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
+    """Add one chapter's profile to a DRAM-traffic file (other chapters in it are kept).
+    ``device``, ``software`` (versions) and ``commit`` default to this GPU's, and HEAD."""
+    from . import results
+    device = dict(results.device_info("cupy") if device is None else device)
+    commit = commit if commit is not None else (results.git_commit() or "unknown")
+    path = Path(path) if path is not None else default_path(device, commit)
+    chapters = {}
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old.get("commit") != commit or old.get("device", {}).get("name") != device["name"]:
+            raise ValueError(f"{path} holds a profile from another commit or device; write to a new file")
+        chapters = old["chapters"]
+    chapters[chapter] = {"problem": dict(problem), "variants": [dict(r) for r in rows]}
+    software = {**results.versions("cupy"), "ncu": ncu_version()} if software is None else dict(software)
+    data = {"device": device, "versions": software,
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit, "metrics": list(METRICS), "chapters": dict(sorted(chapters.items()))}
+    validate(data, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def validate(data: Any, where: Any = "<profile>") -> None:
+    """Raise ValueError unless ``data`` is a complete DRAM-traffic recording."""
+    def bad(why):
+        raise ValueError(f"{where}: {why}")
+    if not isinstance(data, dict):
+        bad("not a JSON object")
+    for key in ("device", "versions", "date", "commit", "metrics", "chapters"):
+        if key not in data:
+            bad(f"missing {key!r}")
+    if not data["device"].get("name"):
+        bad("device has no name")
+    for chapter, profile in data["chapters"].items():
+        if not profile.get("variants"):
+            bad(f"chapter {chapter!r} has no variants")
+        for row in profile["variants"]:
+            for key in ("dram_read_bytes", "dram_write_bytes"):
+                if not isinstance(row.get(key), (int, float)) or row[key] < 0:
+                    bad(f"{chapter} {row.get('variant')}: {key} must be a number >= 0")
+            if not row.get("kernels"):
+                bad(f"{chapter} {row.get('variant')}: no kernel was profiled")
+
+
+def recorded(chapter: str, directory: str | os.PathLike | None = None) -> list[dict]:
+    """Every committed DRAM-traffic recording that has ``chapter``, newest first."""
+    from . import results
+    directory = Path(directory) if directory is not None else results.RESULTS_DIR / "dram"
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        data = json.loads(path.read_text())
+        validate(data, path)
+        if chapter in data["chapters"]:
+            found.append(data)
+    return sorted(found, key=lambda d: d["date"], reverse=True)
+
+
+def _launch_once(chapter_name: str, variant_name: str, problem_json: str) -> None:
+    """The child ncu runs: compile and warm up, then launch once between profiler start and stop."""
+    import cupy
+    import cupyx.profiler
+    import numpy as np
+    from . import chapters, runner
+    chapter = chapters.get(chapter_name)
+    variant = chapter.variant(variant_name)
+    problem = json.loads(problem_json)
+    inputs = chapter.make_inputs(problem, cupy, np.random.default_rng())
+    module = runner.load_variant(chapter, variant, backend="cupy")
+    variant.launch(module, problem, inputs)
+    cupy.cuda.Device().synchronize()
+    with cupyx.profiler.profile():
+        variant.launch(module, problem, inputs)
+        cupy.cuda.Device().synchronize()
+
+
+if __name__ == "__main__":
+    _launch_once(*sys.argv[1:])
