@@ -116,6 +116,18 @@ def test_validate_rejects_a_bad_row(tmp_path, key, value, message):
                               device=DEVICE, software=SOFTWARE, commit="abc1234")
 
 
+def test_every_committed_profile_is_valid_and_named_for_device_and_commit():
+    from pmpp import results
+    files = sorted((results.RESULTS_DIR / "dram").glob("*.json"))
+    assert files, "no DRAM-traffic profile committed in results/dram/"
+    for path in files:
+        data = json.loads(path.read_text())
+        profile.validate(data, path)
+        assert path.name == profile.default_path(data["device"], data["commit"]).name
+    latest = profile.recorded("stencil")[0]["chapters"]["stencil"]
+    assert {r["variant"] for r in latest["variants"]} == {v.name for v in stencil.CHAPTER.variants}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Nsight Compute (ncu) on PATH")
 def test_profile_of_the_basic_stencil_reads_the_grid_at_least_once():
