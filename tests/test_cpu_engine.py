@@ -681,3 +681,24 @@ def test_timeout_kills_the_worker_and_next_launch_works():
     out = poisoned(32, np.int32)
     launch(mod, "spin_forever", 1, 32, np.ones(1, np.int32), out)
     np.testing.assert_array_equal(out, 1)
+
+
+# ---- asynchronous copies (cuda_pipeline.h) ---------------------------------------------------
+
+def test_pipeline_memcpy_async_copies_global_to_shared():
+    x = np.arange(256, dtype=np.float32)
+    out = poisoned(256)
+    launch(module("async_copy.cu", ("stage_through_shared",), check=True), "stage_through_shared", 1, 64,
+           x, out, np.int32(0), np.int32(0))
+    assert np.array_equal(out, x)
+
+
+@pytest.mark.parametrize("size, offset, message", [
+    (12, 0, "size other than 4, 8 or 16 bytes"),
+    (16, 1, "address not aligned to the size"),
+])
+def test_pipeline_memcpy_async_refuses_what_a_gpu_would_fault_on(size, offset, message):
+    x = np.arange(256, dtype=np.float32)
+    with pytest.raises(KernelCrashError, match=message):
+        launch(module("async_copy.cu", ("stage_through_shared",)), "stage_through_shared", 1, 64,
+               x, poisoned(256), np.int32(size), np.int32(offset))

@@ -26,10 +26,10 @@ LARGE = max(CHAPTER.test_sizes)                      # 2^20 + 7
 GPU_SIZE = CHAPTER.problems["gpu"]["n"]              # 2^28: GPU only
 CORRECT_VARIANTS = [v for v in CHAPTER.variants if not v.racy]
 ONE_SECTION = [v for v in CORRECT_VARIANTS if v.max_n < scan.MAX_N]
-SINGLE_PASS = [CHAPTER.variant(name) for name in ("07", "08", "09", "10")]
-LOOK_BACK = [CHAPTER.variant(name) for name in ("08", "09", "10")]
+SINGLE_PASS = [CHAPTER.variant(name) for name in ("07", "08", "09", "10", "11")]
+LOOK_BACK = [CHAPTER.variant(name) for name in ("08", "09", "10", "11")]
 PERSISTENT = CHAPTER.variant("10")     # blocks take tiles until none are left
-VECTORIZED = CHAPTER.variant("09")
+VECTORIZED = [CHAPTER.variant(name) for name in ("09", "10", "11")]   # float4 loads
 # At the large sizes, two of the four (dtype, kind) pairs - between them both dtypes and kinds.
 LARGE_CASES = {("float32", "inclusive"), ("int32", "exclusive")}
 CASES = [(d, k) for d in scan.DTYPES for k in scan.KINDS]
@@ -157,7 +157,7 @@ def test_one_section_variants_refuse_longer_inputs(variant, rng):
 
 
 # ------------------------------------------------------------------------------------------
-# Single pass (07-09): the counter, the flags, the look-back
+# Single pass (07-11): the counter, the flags, the look-back
 # ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", SINGLE_PASS, ids=lambda v: v.name)
@@ -248,11 +248,12 @@ def test_single_pass_is_right_with_many_blocks_in_flight(variant):
 
 
 @pytest.mark.parametrize("offset", [1, 2, 3])
-def test_vectorized_refuses_arrays_not_aligned_to_16_bytes(offset, rng):
+@pytest.mark.parametrize("variant", VECTORIZED, ids=lambda v: v.name)
+def test_vectorized_refuses_arrays_not_aligned_to_16_bytes(variant, offset, rng):
     p = problem(1000)
     base = CHAPTER.make_inputs(problem(1000 + offset), np, rng)
     with pytest.raises(ValueError, match="16-byte aligned"):
-        run(VECTORIZED, "cpu", p, {"x": base["x"][offset:], "y": base["y"][:1000]})
+        run(variant, "cpu", p, {"x": base["x"][offset:], "y": base["y"][:1000]})
 
 
 # ------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ Variants come in three launch shapes, and :data:`CHAPTER` says which each one us
   (``Variant.max_n``); 11.6 is what scans longer inputs;
 * hierarchical (06): scan sections, scan the section sums, add them back - as many levels as n
   needs;
-* single pass (07-09): one launch; blocks take their section ("tile") from an atomic counter and
-  hand the running sum on - along a serial chain (07), or by decoupled look-back (08, 09). The
+* single pass (07-11): one launch; blocks take their section ("tile") from an atomic counter and
+  hand the running sum on - along a serial chain (07), or by decoupled look-back (08-11). The
   counter and the tile flags are zeroed by a memset inside the launch (and so inside its timing).
 
 Every kernel is a template, instantiated for ``float`` and ``int``. The model's flops are the
@@ -42,6 +42,8 @@ BRENT_KUNG = {"BLOCK_DIM": 512}                          # 04: two elements per 
 THREE_PHASE = {"BLOCK_DIM": 512, "COARSE_FACTOR": 8}     # 05-08: 4096-element sections
 VECTORIZED = {"BLOCK_DIM": 128, "VECS_PER_THREAD": 16}   # 09: 8192-element tiles of float4s
 PIPELINED = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 8, "BLOCKS_PER_SM": 2}   # 10: two 8192-element tiles
+# 11: 16384-element tiles, half in registers, half copied to shared memory; 4 blocks per SM
+ASYNC_COPY = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 16, "SMEM_VECS": 8, "MIN_BLOCKS": 4}
 
 INT_BOUND = 7      # integer inputs lie in [-7, 7]: no prefix of n <= 2^28 of them overflows int32
 EXACT_FLOAT_LIMIT = 2 ** 23   # integer-valued float32 prefixes below this are computed exactly
@@ -259,6 +261,7 @@ SHAPES = {
     "08_decoupled_lookback": (THREE_PHASE, "COARSE_FACTOR", 1),
     "09_vectorized_lookback": (VECTORIZED, "VECS_PER_THREAD", 4),
     "10_pipelined_lookback": (PIPELINED, "VECS_PER_THREAD", 4),
+    "11_async_copy_lookback": (ASYNC_COPY, "VECS_PER_THREAD", 4),
 }
 
 
@@ -335,11 +338,11 @@ def _zeroed(xp, tiles: int, dtype):
 
 
 def _single_pass(name: str, kernel: str, *, persistent: bool = False):
-    """07-10: tile indices from a counter; counter and tile flags zeroed for every launch (a
-    memset: part of the launch, and of its time). 07-09 launch one block per tile; 10 is
+    """07-11: tile indices from a counter; counter and tile flags zeroed for every launch (a
+    memset: part of the launch, and of its time). 07-09 and 11 launch one block per tile; 10 is
     ``persistent``: as many blocks as fit on the GPU at once, each taking tiles until none are left.
     07: ``kernel(x, y, flags, scanValue, blockCounter, n, exclusive)``;
-    08-10: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
+    08-11: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
     stream_based = name.startswith("07")
     vector = SHAPES[name][2]
 
@@ -540,6 +543,10 @@ VARIANTS = (
              "beyond the book",
              _single_pass("10_pipelined_lookback", "PipelinedLookbackScan", persistent=True),
              _single_pass_model, "PipelinedLookbackScan"),
+    _variant("11_async_copy_lookback", "look-back, larger tiles half in shared memory (cp.async)",
+             "beyond the book",
+             _single_pass("11_async_copy_lookback", "AsyncCopyLookbackScan"),
+             _single_pass_model, "AsyncCopyLookbackScan"),
 )
 
 CHAPTER = Chapter(
