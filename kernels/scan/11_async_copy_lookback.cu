@@ -8,7 +8,8 @@
 // instrumented build of 09 (clock64 around each phase, H100, 2^28) spent a median 4.4 us loading
 // and scanning its tile and 6.9 us looking back - and the SM can only keep loading with the room
 // the waiting blocks leave. A vector in shared memory is scanned in place (each thread its own
-// column of in_s, no barrier), turned into what its output needs, and read again to be stored.
+// column of in_s, no barrier), turned into what its output needs, and read again to be stored;
+// a vector in registers is turned into it the same way, so no lane offsets are kept aside.
 // The look-back, its status words and the deadlock argument are 09's.
 // x and y must be 16-byte aligned (Python checks). Any n: vectors that run past the end are
 // loaded and stored element by element.
@@ -201,16 +202,18 @@ AsyncCopyLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long 
         }
     }
 
-    T laneExclusive[REG_VECS];                                          // scan the register rows
 #pragma unroll
-    for (int r = 0; r < REG_VECS; ++r) {
-        v[r][1] += v[r][0];
-        v[r][2] += v[r][1];
-        v[r][3] += v[r][2];
-        T inclusive = warpInclusiveScan(v[r][3], lane);
-        laneExclusive[r] = warpExclusive(inclusive, lane);
+    for (int r = 0; r < REG_VECS; ++r) {                                // scan the register rows, in place
+        T a = v[r][0], b = a + v[r][1], c = b + v[r][2], d = c + v[r][3];
+        T inclusive = warpInclusiveScan(d, lane);
+        T below = warpExclusive(inclusive, lane);
         if (lane == 31) {
             warpPrefix_s[r * WARPS + warp] = inclusive;
+        }
+        if (exclusive) {
+            v[r][0] = below; v[r][1] = below + a; v[r][2] = below + b; v[r][3] = below + c;
+        } else {
+            v[r][0] = below + a; v[r][1] = below + b; v[r][2] = below + c; v[r][3] = below + d;
         }
     }
     __pipeline_wait_prior(0);                                           // scan the shared rows, in place
@@ -267,12 +270,8 @@ AsyncCopyLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long 
     T tilePrefix = tilePrefix_s;                                        // store
 #pragma unroll
     for (int r = 0; r < REG_VECS; ++r) {
-        T before = tilePrefix + (warpPrefix_s[r * WARPS + warp] + laneExclusive[r]);
-        T out[4];
-        out[0] = exclusive ? before : before + v[r][0];
-        out[1] = before + (exclusive ? v[r][0] : v[r][1]);
-        out[2] = before + (exclusive ? v[r][1] : v[r][2]);
-        out[3] = before + (exclusive ? v[r][2] : v[r][3]);
+        T before = tilePrefix + warpPrefix_s[r * WARPS + warp];
+        T out[4] = {before + v[r][0], before + v[r][1], before + v[r][2], before + v[r][3]};
         storeVector(Y, tile * TILE_SIZE + 4 * (r * BLOCK_DIM + t), n, out);
     }
 #pragma unroll
