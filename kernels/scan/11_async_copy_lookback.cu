@@ -13,11 +13,11 @@
 // The look-back, its status words and the deadlock argument are 09's.
 // x and y must be 16-byte aligned (Python checks). Any n: vectors that run past the end are
 // loaded and stored element by element.
-// Expect: closer to copy speed than 09. Measured (H100, 2^28 float32): ~2% faster than 09 in a
-// sweep of 8 shapes (830 vs 849 us at the best) - the room was not what held 09 back. The same
-// instrumented build says why: a single status read in the look-back took a median 3.8 us, as
-// long as a tile's loads, because it waits behind the loads the SM already has in flight; more
-// room means more loads in flight, and a longer wait.
+// Expect: closer to copy speed than 09. Measured (H100, 2^28 float32): 837 us against 09's 849, 1.4%
+// faster (an earlier form of this kernel, which spilled a register, ran 823 us) - the room was not
+// what held 09 back. The instrumented build of 09 says why it might not be: a single status read
+// in the look-back took a median 3.8 us, about as long as a tile's loads, as if it waited behind
+// the loads its SM already had in flight; more room means more loads in flight, and a longer wait.
 #include <cuda_pipeline.h>
 
 #ifndef BLOCK_DIM
