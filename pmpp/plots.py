@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from pmpp.timing import CPU_WALL_CLOCK
@@ -136,6 +137,24 @@ def _color(entry: Mapping[str, Any]) -> str:
     if entry.get("correct") is False:
         return WRONG_COLOR
     return LIBRARY_COLOR if entry["kind"] == "library" else VARIANT_COLOR
+
+
+def plot_bars(categories: Sequence[str], series: Mapping[str, Sequence[float]], *, title: str,
+              ylabel: str, label: str | None = None) -> Figure:
+    """Grouped bars: one group per category, one bar per series (e.g. bytes per point that a model
+    predicts beside those a profiler measured, per variant)."""
+    fig = Figure(figsize=(8, 3.8), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / max(len(series), 1)
+    at = np.arange(len(categories))
+    for k, (name, ys) in enumerate(series.items()):
+        ax.bar(at + (k - (len(series) - 1) / 2) * width, ys, width, label=name)
+    ax.set_xticks(at, list(categories))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    _footer(fig, [], label)
+    return fig
 
 
 def _footer(fig: Figure, entries: Sequence[Mapping[str, Any]], label: str | None) -> None:

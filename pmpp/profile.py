@@ -113,8 +113,8 @@ def write_profile(path: str | os.PathLike | None, chapter: str, problem: Mapping
     chapters = {}
     if path.exists():
         old = json.loads(path.read_text())
-        if old.get("commit") != commit or old.get("device", {}).get("name") != device["name"]:
-            raise ValueError(f"{path} holds a profile from another commit or device; write to a new file")
+        validate(old, path)
+        results.ensure_same_run(path, old, device, commit)
         chapters = old["chapters"]
     chapters[chapter] = {"problem": dict(problem), "variants": [dict(r) for r in rows]}
     software = {**results.versions("cupy"), "ncu": ncu_version()} if software is None else dict(software)

@@ -267,12 +267,17 @@ def _chapters_to_keep(path: Path, device: Mapping[str, Any], commit: str) -> dic
     if not path.exists():
         return {}
     old = load_results(path)
+    ensure_same_run(path, old, device, commit)
+    return old["chapters"]
+
+
+def ensure_same_run(path: Path, old: Mapping[str, Any], device: Mapping[str, Any], commit: str) -> None:
+    """Refuse to add to the recording ``old`` (read from ``path``) numbers taken on another device
+    or at another commit: a file's label speaks for everything in it."""
     if old["commit"] != commit or old["device"].get("name") != device.get("name"):
         raise ValueError(f"{path} holds results from {old['device'].get('name')} at commit "
                          f"{old['commit']}; these are from {device.get('name')} at {commit}. "
-                         "Write them to another file (pmpp bench --out, or the default path, "
-                         "which names the commit).")
-    return old["chapters"]
+                         "Write them to another file (--out, or the default path, which names the commit).")
 
 
 def entries_for(run: Mapping[str, Any], chapter: str) -> list[dict]:

@@ -103,3 +103,14 @@ def test_intensity_table_draws_each_series_and_the_ridge():
     ax = fig.axes[0]
     assert ax.get_xlabel() == "tile width (elements)" and "OP/B" in ax.get_ylabel()
     assert [l.get_label() for l in ax.get_lines()] == ["tiled", "ridge point (16.7 OP/B)"]
+
+
+def test_bars_put_one_bar_per_series_in_each_group_with_the_label():
+    fig = plots.plot_bars(["01", "02"], {"model": [28.0, 9.5], "measured": [4.0, 4.1]},
+                          title="t", ylabel="bytes per point", label="recorded on X")
+    ax = fig.axes[0]
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == [4.0, 4.1, 9.5, 28.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["01", "02"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["model", "measured"]
+    assert "recorded on X" in fig.get_supxlabel()

@@ -100,7 +100,7 @@ def test_write_then_read_a_profile(tmp_path):
 def test_a_profile_file_never_mixes_commits(tmp_path):
     path = tmp_path / "p.json"
     profile.write_profile(path, "stencil", {"n": 512}, _rows(), device=DEVICE, software=SOFTWARE, commit="abc1234")
-    with pytest.raises(ValueError, match="another commit or device"):
+    with pytest.raises(ValueError, match="at commit abc1234; these are from .* at def5678"):
         profile.write_profile(path, "scan", {"n": 8}, _rows(), device=DEVICE, software=SOFTWARE, commit="def5678")
 
 
