@@ -128,3 +128,49 @@ def test_module_remembers_how_it_was_built():
                     defines={"UNUSED": 1})
     assert mod.defines == {"UNUSED": 1} and mod.name_expressions == ("reduce5<128>",)
     assert mod.kernel_names == ["reduce5<128>"]
+
+
+class _FakeFunction:
+    """What the GPU backend reads and sets on a cupy.cuda.Function."""
+    def __init__(self, static):
+        self.shared_size_bytes = static
+        self.max_dynamic_shared_size_bytes = 48 * 1024 - static
+
+
+def test_static_plus_dynamic_shared_memory_past_48_kb_opts_in():
+    from pmpp.backends.gpu import allow_dynamic_shared
+    small = _FakeFunction(static=33 * 1024)
+    allow_dynamic_shared(small, "k", 8 * 1024, 227 * 1024)          # 41 KB in all: no opt-in needed
+    assert small.max_dynamic_shared_size_bytes == 15 * 1024
+    large = _FakeFunction(static=33 * 1024)
+    allow_dynamic_shared(large, "k", 30 * 1024, 227 * 1024)         # 63 KB in all
+    assert large.max_dynamic_shared_size_bytes == 30 * 1024
+    with pytest.raises(ValueError, match=r"static __shared__ memory.*ask for at most 198656 bytes"):
+        allow_dynamic_shared(_FakeFunction(static=33 * 1024), "k", 200 * 1024, 227 * 1024)
+
+
+SHARED_BOTH = r"""
+extern "C" __global__ void copy_through_shared(const float* x, float* y, int n) {
+    __shared__ float static_s[8192];              // 32 KB
+    extern __shared__ float dynamic_s[];
+    int i = threadIdx.x;
+    static_s[i] = x[i];
+    dynamic_s[i] = static_s[i] * 2.0f;
+    __syncthreads();
+    if (i < n) {
+        y[i] = dynamic_s[i];
+    }
+}
+"""
+
+
+@pytest.mark.gpu
+def test_static_and_dynamic_shared_memory_launch_on_the_gpu(tmp_path):
+    import cupy
+    path = tmp_path / "shared_both.cu"
+    path.write_text(SHARED_BOTH)
+    kernel = pmpp.load(str(path), backend="cupy").get_function("copy_through_shared")
+    x = cupy.arange(256, dtype=cupy.float32)
+    y = cupy.full(256, -1, dtype=cupy.float32)
+    kernel(1, 256, (x, y, 256), shared_mem=30 * 1024)               # 62 KB per block in all
+    assert bool((y == 2 * x).all())

@@ -11,13 +11,20 @@
 // column of in_s, no barrier), turned into what its output needs, and read again to be stored;
 // a vector in registers is turned into it the same way, so no lane offsets are kept aside.
 // The look-back, its status words and the deadlock argument are 09's.
+// Loads and stores are plain, not streaming (__ldcs/__stcs) as in 09: on the H100 the evict-first
+// hint cost this kernel 2% (826 against 842 us in one run), and __ldcs cost a copy of four
+// float4 a thread 4% (767 against 737 us).
 // x and y must be 16-byte aligned (Python checks). Any n: vectors that run past the end are
 // loaded and stored element by element.
-// Expect: closer to copy speed than 09. Measured (H100, 2^28 float32): 837 us against 09's 849, 1.4%
-// faster (an earlier form of this kernel, which spilled a register, ran 823 us) - the room was not
-// what held 09 back. The instrumented build of 09 says why it might not be: a single status read
-// in the look-back took a median 3.8 us, about as long as a tile's loads, as if it waited behind
-// the loads its SM already had in flight; more room means more loads in flight, and a longer wait.
+// Expect: closer to copy speed than 09. Measured (H100, 2^28 float32): see the notebook - 1-3%
+// faster than 09, still short of 0.9x copy. Where the time goes (instrumented builds, not part of
+// the workbook): with the look-back removed (prefix taken as 0: timing only) the same loads,
+// scans and stores take 745 us, 0.96 of copy - so the look-back costs about 10%. Timed per tile
+// with %globaltimer, the medians are 7.3 us to load and scan, 13.2 us to look back and 2.3 us to
+// store; of the look-back, 7.2 us pass before the last predecessor has published its aggregate
+// (tiles whose loads straggle: the 90th percentile load takes 13.6 us) and 5.1 us after it.
+// More room (3 blocks of 24576 elements) and polling with back-off moved the time by under 1%;
+// reading the status of 64-256 predecessors a round made it slower (855-945 us).
 #include <cuda_pipeline.h>
 
 #ifndef BLOCK_DIM
@@ -140,7 +147,7 @@ __device__ void storeVector(T* Y, unsigned int e, unsigned int n, const T* out) 
         q.y = out[1];
         q.z = out[2];
         q.w = out[3];
-        __stcs(reinterpret_cast<typename Vec4<T>::type*>(Y + e), q);
+        *reinterpret_cast<typename Vec4<T>::type*>(Y + e) = q;
     } else {
         for (int j = 0; j < 4; ++j) {
             if (e + j < n) {
@@ -189,7 +196,7 @@ AsyncCopyLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long 
     for (int r = 0; r < REG_VECS; ++r) {
         unsigned int e = tile * TILE_SIZE + 4 * (r * BLOCK_DIM + t);
         if (e + 4 <= n) {
-            V q = __ldcs(reinterpret_cast<const V*>(X + e));
+            V q = *reinterpret_cast<const V*>(X + e);
             v[r][0] = q.x;
             v[r][1] = q.y;
             v[r][2] = q.z;

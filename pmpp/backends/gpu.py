@@ -9,6 +9,19 @@ from ..source import compile_error
 _DEFAULT_SHARED = 48 * 1024   # beyond this a kernel must opt in to more dynamic shared memory
 
 
+def allow_dynamic_shared(function, name: str, shared_mem: int, max_shared: int) -> None:
+    """Let ``function`` take ``shared_mem`` bytes of dynamic shared memory on top of its static
+    ``__shared__`` arrays. Past 48 KB in all a kernel must opt in (cudaFuncSetAttribute); past the
+    device's limit no launch can succeed, so say so before the driver answers "invalid argument"."""
+    static = function.shared_size_bytes
+    if static + shared_mem > max_shared:
+        raise ValueError(f"{name} declares {static} bytes of static __shared__ memory; with "
+                         f"shared_mem={shared_mem} that is {static + shared_mem} bytes, more than "
+                         f"this device's {max_shared} per block: ask for at most "
+                         f"{max(max_shared - static, 0)} bytes, or use smaller tiles")
+    if static + shared_mem > _DEFAULT_SHARED and function.max_dynamic_shared_size_bytes < shared_mem:
+        function.max_dynamic_shared_size_bytes = shared_mem
+
 class CupyModule:
     backend = "cupy"
 
@@ -31,8 +44,8 @@ class CupyModule:
 
     def launch(self, name, grid, block, shared_mem, args, arg_names=(), writable=()):
         function = self._function(name)
-        if shared_mem > _DEFAULT_SHARED:
-            function.max_dynamic_shared_size_bytes = shared_mem
+        if shared_mem:
+            allow_dynamic_shared(function, name, shared_mem, self.max_shared)
         try:
             function(grid, block, tuple(args), shared_mem=shared_mem)
         except self._cupy.cuda.driver.CUDADriverError as exc:
