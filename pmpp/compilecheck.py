@@ -103,7 +103,6 @@ def instantiation_source(src: Path, names: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-
 def parse_ptxas(log: str) -> list[dict]:
     """Rows (mangled ``kernel``, ``arch``, resources) from the report of ``-Xptxas -v``."""
     rows: list[dict] = []

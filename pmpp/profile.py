@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import functools
 import io
 import json
 import os
@@ -85,7 +86,9 @@ def dram_traffic(chapter, problem: Mapping[str, Any], variants: Sequence[str] | 
     return rows
 
 
+@functools.lru_cache(maxsize=None)
 def ncu_version(ncu: str | None = None) -> str | None:
+    """The last line of ``ncu --version`` (asked once per executable), or None."""
     try:
         out = subprocess.run([ncu or find_ncu(), "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError, ProfilerError):

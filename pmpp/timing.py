@@ -129,7 +129,8 @@ class _Gap:
         self.scratch = cupy.empty(2 * l2, dtype=cupy.uint8)
         self.spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
         clock_khz = int(device.attributes.get("ClockRate", 0)) or 2_000_000
-        self.cycles = int(self.SPIN_US * clock_khz / 1e3)
+        self.cycles = cupy.int64(int(self.SPIN_US * clock_khz / 1e3))
+        self.memset_async = cupy.cuda.runtime.memsetAsync
 
     @classmethod
     def for_current_device(cls) -> "_Gap":
@@ -140,10 +141,8 @@ class _Gap:
         return cls._by_device[device]
 
     def queue(self, stream) -> None:
-        import cupy
-        import numpy as np
-        cupy.cuda.runtime.memsetAsync(self.scratch.data.ptr, 0, self.scratch.nbytes, stream.ptr)
-        self.spin((1,), (1,), (np.int64(self.cycles),))     # on the current stream, as is `stream`
+        self.memset_async(self.scratch.data.ptr, 0, self.scratch.nbytes, stream.ptr)
+        self.spin((1,), (1,), (self.cycles,))     # on the current stream, as is `stream`
 
 
 def _bench_wall_clock(call: Callable[[int], Any], warmup: int, repeat: int) -> list[float]:

@@ -22,6 +22,7 @@ def allow_dynamic_shared(function, name: str, shared_mem: int, max_shared: int) 
     if static + shared_mem > _DEFAULT_SHARED and function.max_dynamic_shared_size_bytes < shared_mem:
         function.max_dynamic_shared_size_bytes = shared_mem
 
+
 class CupyModule:
     backend = "cupy"
 
