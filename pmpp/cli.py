@@ -205,12 +205,19 @@ def cmd_release(args) -> int:
 def cmd_check_kernels(args) -> int:
     from .compilecheck import check_kernels, format_table
     names = args.chapter or chapters.names()
-    targets = []
-    for chapter in (chapters.get(n) for n in names):
-        targets += [(chapter.kernel_path(v), dict(v.defines), tuple(v.name_expressions))
-                    for v in chapter.variants]
-    print(format_table(check_kernels(targets, archs=tuple(args.arch))))
+    rows = []
+    for arch in args.arch:
+        rows += check_kernels(kernel_targets(names, arch), archs=(arch,))
+    print(format_table(rows))
     return 0
+
+
+def kernel_targets(names, arch: str) -> list:
+    """(kernel path, defines, name expressions) of every variant of the chapters ``names`` that
+    ``arch`` (e.g. "sm_80") can run: a variant that needs sm_90 is left out for sm_80."""
+    number = int("".join(c for c in arch.split("_")[-1] if c.isdigit()))
+    return [(chapter.kernel_path(v), dict(v.defines), tuple(v.name_expressions))
+            for chapter in map(chapters.get, names) for v in chapter.variants if v.min_arch <= number]
 
 
 if __name__ == "__main__":

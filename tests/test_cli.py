@@ -42,9 +42,15 @@ def test_every_kernel_compiles_for_sm80_and_sm90_without_spills(capsys):
     out = capsys.readouterr().out
     for chapter in map(chapters.get, chapters.names()):
         assert all(f"{chapter.kernel_dir}/{v.name}.cu" in out for v in chapter.variants)
+    from pmpp.cli import kernel_targets
     from pmpp.compilecheck import check_kernels
-    targets = [(c.kernel_path(v), dict(v.defines), tuple(v.name_expressions))
-               for c in map(chapters.get, chapters.names()) for v in c.variants]
-    rows = check_kernels(targets)
+    rows = [row for arch in ("sm_80", "sm_90")
+            for row in check_kernels(kernel_targets(chapters.names(), arch), archs=(arch,))]
     assert {r["arch"] for r in rows} == {"sm_80", "sm_90"}
     assert all(r["spill_stores"] == 0 and r["spill_loads"] == 0 for r in rows)
+    sm90_only = {(c.kernel_dir, v.name) for c in map(chapters.get, chapters.names()) for v in c.variants
+                 if v.min_arch == 90}
+    assert ("scan", "12_bulk_copy_lookback") in sm90_only
+    for chapter_dir, name in sm90_only:
+        archs = {r["arch"] for r in rows if r["file"] == f"{chapter_dir}/{name}.cu"}
+        assert archs == {"sm_90"}, f"{name} needs sm_90 and is compiled for it alone, got {archs}"

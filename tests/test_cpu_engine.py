@@ -702,3 +702,24 @@ def test_pipeline_memcpy_async_refuses_what_a_gpu_would_fault_on(size, offset, m
     with pytest.raises(KernelCrashError, match=message):
         launch(module("async_copy.cu", ("stage_through_shared",)), "stage_through_shared", 1, 64,
                x, poisoned(256), np.int32(size), np.int32(offset))
+
+
+@pytest.mark.parametrize("all_wait", [0, 1])
+def test_bulk_copies_move_a_block_of_floats_in_and_out(all_wait):
+    x = np.random.default_rng().random(260, dtype=np.float32)
+    out = poisoned(256)
+    launch(module("bulk_copy.cu", ("double_through_shared",), check=True), "double_through_shared", 1, 64,
+           x, out, np.int32(0), np.int32(0), np.int32(1), np.int32(all_wait))
+    assert np.array_equal(out, 2 * x[:256])
+
+
+@pytest.mark.parametrize("size, offset, arrivals, message", [
+    (1000, 0, 1, "multiple of 16 bytes"),
+    (0, 1, 1, "16-byte aligned addresses"),
+    (0, 0, 2, "phase that never completes"),
+])
+def test_bulk_copies_refuse_what_a_gpu_would_fault_or_hang_on(size, offset, arrivals, message):
+    x = np.arange(260, dtype=np.float32)
+    with pytest.raises(KernelCrashError, match=message):
+        launch(module("bulk_copy.cu", ("double_through_shared",)), "double_through_shared", 1, 64,
+               x, poisoned(256), np.int32(size), np.int32(offset), np.int32(arrivals), np.int32(0))

@@ -49,11 +49,24 @@ class Variant:
     max_n: int | None = None       # largest problem the variant supports, if limited
     problem: Mapping[str, Any] = field(default_factory=dict)  # overrides, e.g. {"op": "max"}
     gpu_only: bool = False         # uses what the CPU engine cannot run (e.g. tensor-core wmma/mma)
+    min_arch: int = 0              # the GPU it needs, as in sm_90: 90 (e.g. bulk copies); 0 for any
 
     def supports(self, problem: Mapping[str, Any], backend: str = "cupy") -> bool:
         if self.gpu_only and backend != "cupy":
             return False
+        if self.min_arch and backend == "cupy" and (_current_arch() or self.min_arch) < self.min_arch:
+            return False
         return self.max_n is None or problem.get("n", 0) <= self.max_n
+
+
+def _current_arch() -> int | None:
+    """The current GPU as in sm_XY (90 for compute capability 9.0); None without one (the GPU
+    backend says what is missing when it is used)."""
+    try:
+        import cupy
+        return int(cupy.cuda.Device().compute_capability)
+    except (ImportError, RuntimeError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ VECTORIZED = {"BLOCK_DIM": 128, "VECS_PER_THREAD": 16}   # 09: 8192-element tile
 PIPELINED = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 8, "BLOCKS_PER_SM": 2}   # 10: two 8192-element tiles
 # 11: 16384-element tiles, half in registers, half copied to shared memory; 4 blocks per SM
 ASYNC_COPY = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 16, "SMEM_VECS": 8, "MIN_BLOCKS": 4}
+BULK_COPY = {"BLOCK_DIM": 256, "VECS_PER_THREAD": 20, "SMEM_VECS": 11, "MIN_BLOCKS": 4}
 
 INT_BOUND = 7      # integer inputs lie in [-7, 7]: no prefix of n <= 2^28 of them overflows int32
 EXACT_FLOAT_LIMIT = 2 ** 23   # integer-valued float32 prefixes below this are computed exactly
@@ -262,6 +263,7 @@ SHAPES = {
     "09_vectorized_lookback": (VECTORIZED, "VECS_PER_THREAD", 4),
     "10_pipelined_lookback": (PIPELINED, "VECS_PER_THREAD", 4),
     "11_async_copy_lookback": (ASYNC_COPY, "VECS_PER_THREAD", 4),
+    "12_bulk_copy_lookback": (BULK_COPY, "VECS_PER_THREAD", 4),
 }
 
 
@@ -338,11 +340,11 @@ def _zeroed(xp, tiles: int, dtype):
 
 
 def _single_pass(name: str, kernel: str, *, persistent: bool = False):
-    """07-11: tile indices from a counter; counter and tile flags zeroed for every launch (a
-    memset: part of the launch, and of its time). 07-09 and 11 launch one block per tile; 10 is
+    """07-12: tile indices from a counter; counter and tile flags zeroed for every launch (a
+    memset: part of the launch, and of its time). 07-09, 11 and 12 launch one block per tile; 10 is
     ``persistent``: as many blocks as fit on the GPU at once, each taking tiles until none are left.
     07: ``kernel(x, y, flags, scanValue, blockCounter, n, exclusive)``;
-    08-11: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
+    08-12: ``kernel(x, y, tileStatus, tileCounter, n, exclusive)``."""
     stream_based = name.startswith("07")
     vector = SHAPES[name][2]
 
@@ -547,6 +549,10 @@ VARIANTS = (
              "beyond the book",
              _single_pass("11_async_copy_lookback", "AsyncCopyLookbackScan"),
              _single_pass_model, "AsyncCopyLookbackScan"),
+    _variant("12_bulk_copy_lookback", "look-back, shared-memory half moved by bulk copies (TMA)",
+             "beyond the book",
+             _single_pass("12_bulk_copy_lookback", "BulkCopyLookbackScan"),
+             _single_pass_model, "BulkCopyLookbackScan", min_arch=90),
 )
 
 CHAPTER = Chapter(

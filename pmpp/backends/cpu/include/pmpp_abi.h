@@ -54,6 +54,8 @@ enum {
 uint64_t pmpp_warp_op(int op, uint32_t mask, uint64_t value, int arg, int width, const char *file,
                       int line);
 uint32_t pmpp_activemask(void);
+/* Let the block's other threads run (a thread spinning on a condition they will make true). */
+void pmpp_yield(void);
 
 /* ---- shared memory ------------------------------------------------------------------- */
 /* site: address of a per-declaration (per template instantiation) static; the first thread

@@ -856,6 +856,11 @@ uint64_t pmpp_warp_op(int op, uint32_t mask, uint64_t value, int arg, int width,
     return f->wres;
 }
 
+void pmpp_yield(void) {
+    Fiber *f = cur_fiber();
+    yield(f->w);
+}
+
 uint32_t pmpp_activemask(void) {
     Fiber *f = cur_fiber();
     return f->w->warps[f->warp].live;

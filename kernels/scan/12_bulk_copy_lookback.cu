@@ -1,0 +1,309 @@
+// Beyond the book: the shared-memory rows move by bulk copy (the Hopper TMA), both ways
+// Changed from 11_async_copy_lookback: the SMEM_VECS rows that 11 copies into shared memory one
+// 16-byte cp.async per thread per row now arrive as one bulk copy, issued by thread 0 and tracked
+// by a cuda::barrier (cp.async.bulk with an mbarrier, sm_90), and leave the same way after the
+// prefix is added in place (cp.async.bulk from shared to global). The register rows are 11's.
+// The tile grows to 20480 elements (80 KB): 9 rows in registers (64 registers a thread, as 11)
+// and 11 rows (44 KB) in shared memory, 4 blocks of 256 threads per SM.
+// Why that should help: an instrumented build of 11 (H100, 2^28) showed that a tile whose loads
+// came late - and so held up the look-back of every tile after it - had mostly overlapped with
+// other blocks of the same SM storing their tiles: a block's loads queue behind the 16 store
+// instructions per thread of its neighbours in the SM's load/store path. A bulk copy is one
+// instruction, carried out by the TMA unit beside that path, so half of each tile's loads and
+// stores no longer wait in it, and the larger tile fits because the shared rows need no
+// registers at all. Needs compute capability 9.0 (the H100): older GPUs have no bulk copy.
+// The look-back, its status words and the deadlock argument are 09's.
+// x and y must be 16-byte aligned (Python checks). Any n: a tile whose shared rows run past the
+// end loads and stores them per thread, element by element where a vector runs past it.
+// Expect: closer to copy speed than 11; see the notebook for the measurement.
+#include <cuda/barrier>
+
+#ifndef BLOCK_DIM
+#define BLOCK_DIM 256           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
+#endif
+#ifndef VECS_PER_THREAD
+#define VECS_PER_THREAD 20      // 4-element vectors per thread, in registers and shared memory
+#endif
+#ifndef SMEM_VECS
+#define SMEM_VECS 11            // of them, in shared memory: one bulk copy in, one out
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 4            // resident blocks per SM the registers are budgeted for
+#endif
+#define REG_VECS (VECS_PER_THREAD - SMEM_VECS)
+#define WARPS (BLOCK_DIM / 32)
+#define TILE_SIZE (BLOCK_DIM * VECS_PER_THREAD * 4)
+#define FULL_MASK 0xffffffffu
+
+typedef cuda::barrier<cuda::thread_scope_block> barrier;
+namespace cde = cuda::device::experimental;
+
+template <typename T>
+struct Vec4;
+template <>
+struct Vec4<float> {
+    typedef float4 type;
+};
+template <>
+struct Vec4<int> {
+    typedef int4 type;
+};
+
+// A tile's status: flag in the high 32 bits, the value's bits in the low 32.
+#define STATUS_X 0u   // no value yet (what the memset before the launch leaves)
+#define STATUS_A 1u   // the tile's aggregate
+#define STATUS_P 2u   // the tile's inclusive prefix
+
+template <typename T>
+__device__ unsigned long long packStatus(unsigned int flag, T value) {
+    static_assert(sizeof(T) == 4, "a status word holds a 4-byte value");
+    union { T value; unsigned int bits; } u;
+    u.value = value;
+    return ((unsigned long long)flag << 32) | u.bits;
+}
+
+__device__ unsigned int statusFlag(unsigned long long status) {
+    return (unsigned int)(status >> 32);
+}
+
+template <typename T>
+__device__ T statusValue(unsigned long long status) {
+    union { unsigned int bits; T value; } u;
+    u.bits = (unsigned int)status;
+    return u.value;
+}
+
+// One 64-bit access each: flag and value are read and written together. volatile: every read
+// goes to L2, where other blocks' writes land, and is never served from a stale L1 line.
+__device__ unsigned long long loadStatus(const unsigned long long* p) {
+    return *(const volatile unsigned long long*)p;
+}
+
+__device__ void storeStatus(unsigned long long* p, unsigned long long status) {
+    *(volatile unsigned long long*)p = status;
+}
+
+template <typename T>
+__device__ T warpInclusiveScan(T value, unsigned int lane) {        // Kogge-Stone across the lanes
+    for (unsigned int offset = 1; offset < 32; offset *= 2) {
+        T below = __shfl_up_sync(FULL_MASK, value, offset);
+        if (lane >= offset) {
+            value += below;
+        }
+    }
+    return value;
+}
+
+template <typename T>
+__device__ T warpExclusive(T inclusive, unsigned int lane) {          // the lane below's inclusive value
+    T below = __shfl_up_sync(FULL_MASK, inclusive, 1);
+    return lane == 0 ? T(0) : below;
+}
+
+template <typename T>
+__device__ T warpSum(T value) {                                       // in every lane
+    for (unsigned int offset = 16; offset > 0; offset /= 2) {
+        value += __shfl_xor_sync(FULL_MASK, value, offset);
+    }
+    return value;
+}
+
+// The exclusive prefix of tile `tile` > 0, in every lane of the calling warp. Lane l looks at
+// tile - 1 - l, then 32 further back each round. A round ends when every lane nearer than the
+// nearest inclusive prefix has at least an aggregate.
+template <typename T>
+__device__ T lookBack(const unsigned long long* tileStatus, unsigned int tile, unsigned int lane) {
+    T prefix = T(0);
+    int predecessor = (int)tile - 1 - (int)lane;
+    while (true) {
+        unsigned long long status;
+        unsigned int inclusive;
+        unsigned int notReady;
+        do {
+            status = predecessor >= 0 ? loadStatus(&tileStatus[predecessor]) : packStatus(STATUS_P, T(0));
+            inclusive = __ballot_sync(FULL_MASK, statusFlag(status) == STATUS_P);
+            notReady = __ballot_sync(FULL_MASK, statusFlag(status) == STATUS_X);
+        } while (notReady & (inclusive ? (inclusive & (0u - inclusive)) - 1u : FULL_MASK));
+        unsigned int stop = inclusive ? __ffs((int)inclusive) - 1 : 32;   // the nearest P's lane
+        prefix += warpSum(lane < stop ? statusValue<T>(status) : T(0));    // aggregates before it
+        if (inclusive) {
+            return prefix + __shfl_sync(FULL_MASK, statusValue<T>(status), stop);
+        }
+        predecessor -= 32;
+    }
+}
+
+template <typename T>
+__device__ void storeVector(T* Y, unsigned int e, unsigned int n, const T* out) {
+    if (e + 4 <= n) {
+        typename Vec4<T>::type q;
+        q.x = out[0];
+        q.y = out[1];
+        q.z = out[2];
+        q.w = out[3];
+        *reinterpret_cast<typename Vec4<T>::type*>(Y + e) = q;
+    } else {
+        for (int j = 0; j < 4; ++j) {
+            if (e + j < n) {
+                Y[e + j] = out[j];
+            }
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(BLOCK_DIM, MIN_BLOCKS)
+BulkCopyLookbackScan(const T* __restrict__ X, T* __restrict__ Y, unsigned long long* tileStatus,
+                       unsigned long long* tileCounter, unsigned int n, int exclusive) {
+    static_assert(BLOCK_DIM % 32 == 0 && BLOCK_DIM <= 1024, "BLOCK_DIM must be a multiple of 32, at most 1024");
+    static_assert(SMEM_VECS >= 1 && SMEM_VECS < VECS_PER_THREAD, "SMEM_VECS must be in [1, VECS_PER_THREAD)");
+    typedef typename Vec4<T>::type V;
+    __shared__ unsigned int tile_s;
+    __shared__ T warpPrefix_s[VECS_PER_THREAD * WARPS];   // per (row, warp): its total, then what comes before it
+    __shared__ T tilePrefix_s;
+    __shared__ V in_s[SMEM_VECS * BLOCK_DIM];              // rows REG_VECS.. of the tile; thread t owns column t
+#pragma nv_diag_suppress static_var_with_dynamic_init
+    __shared__ barrier inArrived_s;                         // completes when the bulk copy has landed
+    unsigned int t = threadIdx.x;
+    unsigned int lane = t % 32;
+    unsigned int warp = t / 32;
+    if (t == 0) {
+        init(&inArrived_s, 1);                                          // thread 0's arrival + the bytes
+        cde::fence_proxy_async_shared_cta();                            // visible to the copy engine
+        tile_s = (unsigned int)atomicAdd(tileCounter, 1ull);            // dynamic tile index
+    }
+    __syncthreads();
+    unsigned int tile = tile_s;
+
+    unsigned int sharedFirst = tile * TILE_SIZE + 4 * REG_VECS * BLOCK_DIM;   // first element of the shared rows
+    bool bulk = sharedFirst + 4 * SMEM_VECS * BLOCK_DIM <= n;          // the same in every thread of the block
+    if (bulk) {                                                         // shared-memory rows: one copy in flight
+        if (t == 0) {
+            cde::cp_async_bulk_global_to_shared(in_s, X + sharedFirst, sizeof(in_s), inArrived_s);
+        }
+    } else {
+#pragma unroll
+        for (int s = 0; s < SMEM_VECS; ++s) {
+            unsigned int e = sharedFirst + 4 * (s * BLOCK_DIM + t);
+            T* q = reinterpret_cast<T*>(&in_s[s * BLOCK_DIM + t]);
+            for (int j = 0; j < 4; ++j) {
+                q[j] = (e + j < n) ? X[e + j] : T(0);
+            }
+        }
+    }
+
+    T v[REG_VECS][4];                                                   // register rows: loads in flight
+#pragma unroll
+    for (int r = 0; r < REG_VECS; ++r) {
+        unsigned int e = tile * TILE_SIZE + 4 * (r * BLOCK_DIM + t);
+        if (e + 4 <= n) {
+            V q = *reinterpret_cast<const V*>(X + e);
+            v[r][0] = q.x;
+            v[r][1] = q.y;
+            v[r][2] = q.z;
+            v[r][3] = q.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                v[r][j] = (e + j < n) ? X[e + j] : T(0);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < REG_VECS; ++r) {                                // scan the register rows, in place
+        T a = v[r][0], b = a + v[r][1], c = b + v[r][2], d = c + v[r][3];
+        T inclusive = warpInclusiveScan(d, lane);
+        T below = warpExclusive(inclusive, lane);
+        if (lane == 31) {
+            warpPrefix_s[r * WARPS + warp] = inclusive;
+        }
+        if (exclusive) {
+            v[r][0] = below; v[r][1] = below + a; v[r][2] = below + b; v[r][3] = below + c;
+        } else {
+            v[r][0] = below + a; v[r][1] = below + b; v[r][2] = below + c; v[r][3] = below + d;
+        }
+    }
+    if (bulk && t == 0) {                                               // scan the shared rows, in place
+        inArrived_s.wait(cuda::device::barrier_arrive_tx(inArrived_s, 1, sizeof(in_s)));   // arrive: expect the bytes
+    }
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < SMEM_VECS; ++s) {
+        V q = in_s[s * BLOCK_DIM + t];
+        T a = q.x, b = a + q.y, c = b + q.z, d = c + q.w;
+        T inclusive = warpInclusiveScan(d, lane);
+        T below = warpExclusive(inclusive, lane);
+        if (lane == 31) {
+            warpPrefix_s[(REG_VECS + s) * WARPS + warp] = inclusive;
+        }
+        if (exclusive) {
+            q.x = below; q.y = below + a; q.z = below + b; q.w = below + c;
+        } else {
+            q.x = below + a; q.y = below + b; q.z = below + c; q.w = below + d;
+        }
+        in_s[s * BLOCK_DIM + t] = q;
+    }
+    __syncthreads();
+
+    if (warp == 0) {                                                    // the tile's totals, in tile order
+        T aggregate = T(0);
+        for (unsigned int first = 0; first < VECS_PER_THREAD * WARPS; first += 32) {
+            unsigned int j = first + lane;
+            T total = (j < VECS_PER_THREAD * WARPS) ? warpPrefix_s[j] : T(0);
+            T inclusive = warpInclusiveScan(total, lane);
+            T before = warpExclusive(inclusive, lane);
+            if (j < VECS_PER_THREAD * WARPS) {
+                warpPrefix_s[j] = aggregate + before;
+            }
+            aggregate += __shfl_sync(FULL_MASK, inclusive, 31);
+        }
+        T tilePrefix = T(0);                                            // publish, look back, publish
+        if (tile == 0) {
+            if (lane == 0) {
+                storeStatus(&tileStatus[0], packStatus(STATUS_P, aggregate));
+            }
+        } else {
+            if (lane == 0) {
+                storeStatus(&tileStatus[tile], packStatus(STATUS_A, aggregate));
+            }
+            tilePrefix = lookBack<T>(tileStatus, tile, lane);
+            if (lane == 0) {
+                storeStatus(&tileStatus[tile], packStatus(STATUS_P, tilePrefix + aggregate));
+            }
+        }
+        if (lane == 0) {
+            tilePrefix_s = tilePrefix;
+        }
+    }
+    __syncthreads();
+
+    T tilePrefix = tilePrefix_s;                                        // store
+#pragma unroll
+    for (int r = 0; r < REG_VECS; ++r) {
+        T before = tilePrefix + warpPrefix_s[r * WARPS + warp];
+        T out[4] = {before + v[r][0], before + v[r][1], before + v[r][2], before + v[r][3]};
+        storeVector(Y, tile * TILE_SIZE + 4 * (r * BLOCK_DIM + t), n, out);
+    }
+#pragma unroll
+    for (int s = 0; s < SMEM_VECS; ++s) {
+        T before = tilePrefix + warpPrefix_s[(REG_VECS + s) * WARPS + warp];
+        V q = in_s[s * BLOCK_DIM + t];
+        T out[4] = {before + q.x, before + q.y, before + q.z, before + q.w};
+        if (bulk) {
+            q.x = out[0]; q.y = out[1]; q.z = out[2]; q.w = out[3];
+            in_s[s * BLOCK_DIM + t] = q;
+        } else {
+            storeVector(Y, sharedFirst + 4 * (s * BLOCK_DIM + t), n, out);
+        }
+    }
+    if (bulk) {                                                         // and out again in one copy
+        cde::fence_proxy_async_shared_cta();                            // the writes above, to the copy engine
+        __syncthreads();
+        if (t == 0) {
+            cde::cp_async_bulk_shared_to_global(Y + sharedFirst, in_s, sizeof(in_s));
+            cde::cp_async_bulk_commit_group();
+            cde::cp_async_bulk_wait_group_read<0>();                    // in_s must outlive the copy's reads
+        }
+    }
+}
