@@ -376,3 +376,19 @@ def test_model_counts_n_minus_1_additions_and_the_bytes_each_shape_moves(variant
         assert 16 * n - 8 * 4096 < model.bytes < 16.01 * n                # read and write twice
     else:
         assert model.bytes == 8 * n                                     # read x, write y
+
+
+def test_the_bulk_copy_variant_says_it_needs_sm90_on_an_older_gpu(monkeypatch):
+    import pmpp.chapters.base as base
+    from pmpp.errors import BackendUnavailableError
+    variant = CHAPTER.variant("12_bulk_copy_lookback")
+    assert variant.min_arch == 90
+    monkeypatch.setattr(runner, "resolve_backend", lambda backend: "cupy")
+    monkeypatch.setattr(runner, "current_arch", lambda: 80)
+    monkeypatch.setattr(base, "current_arch", lambda: 80)
+    with pytest.raises(BackendUnavailableError, match=r"compute capability 9\.0 or newer.*this GPU is 8\.0"):
+        runner.load_variant(CHAPTER, variant, backend="cupy")
+    assert not variant.supports({"n": 1000}, "cupy")
+    assert variant.supports({"n": 1000}, "cpu")
+    monkeypatch.setattr(base, "current_arch", lambda: 90)
+    assert variant.supports({"n": 1000}, "cupy")

@@ -54,12 +54,12 @@ class Variant:
     def supports(self, problem: Mapping[str, Any], backend: str = "cupy") -> bool:
         if self.gpu_only and backend != "cupy":
             return False
-        if self.min_arch and backend == "cupy" and (_current_arch() or self.min_arch) < self.min_arch:
+        if self.min_arch and backend == "cupy" and (current_arch() or self.min_arch) < self.min_arch:
             return False
         return self.max_n is None or problem.get("n", 0) <= self.max_n
 
 
-def _current_arch() -> int | None:
+def current_arch() -> int | None:
     """The current GPU as in sm_XY (90 for compute capability 9.0); None without one (the GPU
     backend says what is missing when it is used)."""
     try:
