@@ -8,7 +8,6 @@ import numpy as np
 
 from .backends import resolve_backend
 from .chapters import Chapter, CheckResult, Variant
-from .chapters.base import current_arch
 from .errors import BackendUnavailableError
 from .loader import load
 
@@ -19,13 +18,12 @@ REPEATS = {"cupy": dict(warmup=5, repeat=30), "cpu": dict(warmup=1, repeat=3)}
 def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=False, path=None,
                  timeout=None):
     """Load a variant's kernel file — or ``path``, another file standing in for it (a student's)."""
-    if variant.min_arch and resolve_backend(backend) == "cupy":
-        arch = current_arch()
-        if arch is not None and arch < variant.min_arch:
-            raise BackendUnavailableError(
-                f"{variant.name} needs a GPU of compute capability {variant.min_arch / 10:.1f} or newer "
-                f"(sm_{variant.min_arch}); this GPU is {arch / 10:.1f}. Run it on the CPU engine "
-                f"(backend='cpu') or choose an earlier variant.")
+    arch = variant.too_old_gpu() if resolve_backend(backend) == "cupy" else None
+    if arch is not None:
+        raise BackendUnavailableError(
+            f"{variant.name} needs a GPU of compute capability {variant.min_arch / 10:.1f} or newer "
+            f"(sm_{variant.min_arch}); this GPU is {arch / 10:.1f}. Run it on the CPU engine "
+            f"(backend='cpu') or choose an earlier variant.")
     return load(path or chapter.kernel_path(variant), backend=backend, defines=variant.defines,
                 name_expressions=variant.name_expressions, check=check, timeout=timeout)
 

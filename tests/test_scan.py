@@ -384,7 +384,6 @@ def test_the_bulk_copy_variant_says_it_needs_sm90_on_an_older_gpu(monkeypatch):
     variant = CHAPTER.variant("12_bulk_copy_lookback")
     assert variant.min_arch == 90
     monkeypatch.setattr(runner, "resolve_backend", lambda backend: "cupy")
-    monkeypatch.setattr(runner, "current_arch", lambda: 80)
     monkeypatch.setattr(base, "current_arch", lambda: 80)
     with pytest.raises(BackendUnavailableError, match=r"compute capability 9\.0 or newer.*this GPU is 8\.0"):
         runner.load_variant(CHAPTER, variant, backend="cupy")

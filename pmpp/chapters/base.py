@@ -54,9 +54,14 @@ class Variant:
     def supports(self, problem: Mapping[str, Any], backend: str = "cupy") -> bool:
         if self.gpu_only and backend != "cupy":
             return False
-        if self.min_arch and backend == "cupy" and (current_arch() or self.min_arch) < self.min_arch:
+        if backend == "cupy" and self.too_old_gpu() is not None:
             return False
         return self.max_n is None or problem.get("n", 0) <= self.max_n
+
+    def too_old_gpu(self) -> int | None:
+        """The current GPU's sm_XY number if the variant needs a newer one (``min_arch``), else None."""
+        arch = current_arch() if self.min_arch else None
+        return arch if arch is not None and arch < self.min_arch else None
 
 
 def current_arch() -> int | None:
