@@ -44,10 +44,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="also the chapter's other benchmark problems (dtypes, shapes, sweeps)")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("profile", help="measure each variant's DRAM traffic with Nsight Compute (GPU)")
+    p = sub.add_parser("profile", help="why each variant is fast: counters per variant (CPU engine or "
+                                       "Nsight Compute), DRAM traffic (Nsight Compute)")
     p.add_argument("chapter", nargs="+", help="chapter names, or 'all'")
     p.add_argument("--variants", nargs="*", help="only these variants (names or numbers)")
-    p.add_argument("--out", help="profile file (default: results/dram/<device>-<commit>.json)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--cpu", action="store_true",
+                     help="count on the CPU engine (no GPU needed): sectors per request, bank conflicts, "
+                          "active lanes, occupancy on H100 and T4")
+    how.add_argument("--counters", action="store_true",
+                     help="on a GPU with ncu: record Nsight Compute's counters of every variant at the CPU "
+                          "engine's size in results/counters/ (what the engine is checked against)")
+    p.add_argument("--out", help="recording (default: results/dram/ or results/counters/<device>-<commit>.json)")
     p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("exercises", help="the exercises: variants left for the student")
@@ -165,6 +173,10 @@ def cmd_bench(args) -> int:
 
 
 def cmd_profile(args) -> int:
+    if args.cpu:
+        return cmd_profile_cpu(args)
+    if args.counters:
+        return cmd_profile_counters(args)
     from .profile import default_path, dram_traffic, find_ncu, write_profile
     if resolve_backend("auto") != "cupy":
         raise PmppError("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine "
@@ -179,6 +191,36 @@ def cmd_profile(args) -> int:
             print(f"{row['variant']:32} read {row['dram_read_bytes'] / 1e6:10.1f} MB   "
                   f"write {row['dram_write_bytes'] / 1e6:10.1f} MB", flush=True)
         write_profile(out, chapter.name, problem, rows)
+    print(f"\nwrote {out}")
+    return 0
+
+
+def cmd_profile_cpu(args) -> int:
+    from .explain import chapter_table, format_chapter_table
+    for chapter in _chapters(args.chapter):
+        print(f"\n== {chapter.title}: {chapter.describe(chapter.problems['cpu'])}, counted on the CPU engine ==",
+              flush=True)
+        rows = chapter_table(chapter, args.variants)
+        print(format_chapter_table(rows), flush=True)
+    print("\nCounters are Nsight Compute's, counted by the CPU engine for one launch of each variant (the sum "
+          "over its launches); occupancy is theoretical, from the kernel's registers and shared memory.")
+    return 0
+
+
+def cmd_profile_counters(args) -> int:
+    from .ncu import default_path, find_ncu, profile_chapter, write_recording
+    if resolve_backend("auto") != "cupy":
+        raise PmppError("pmpp profile --counters records Nsight Compute's counters on a GPU; this machine has "
+                        "none: 'pmpp profile --cpu' counts on the CPU engine (the recording is in results/counters/)")
+    ncu = find_ncu()
+    out = args.out or default_path()
+    for chapter in _chapters(args.chapter):
+        recorded = profile_chapter(chapter, ncu=ncu, variants=args.variants)
+        launches = sum(len(v["launches"]) for v in recorded["variants"])
+        print(f"{chapter.name}: {len(recorded['variants'])} variants, {launches} launches"
+              f"{', skipped ' + ', '.join(recorded['skipped']) if recorded['skipped'] else ''}"
+              f"{', ncu refused ' + ', '.join(recorded['refused']) if recorded['refused'] else ''}", flush=True)
+        write_recording(out, chapter.name, recorded)
     print(f"\nwrote {out}")
     return 0
 

@@ -18,37 +18,43 @@ _loaded: dict = {}
 
 
 def load(path=None, *, source=None, backend="auto", options=(), defines=None,
-         name_expressions=(), check=False, timeout=None) -> "Module":
+         name_expressions=(), check=False, timeout=None, count=False, filename=None) -> "Module":
     """Compile a kernel file (relative to ``kernels/``) or a source string.
 
     ``defines`` sets macros (``{"BLOCK_DIM": 256}``); ``name_expressions`` names template
     instances to compile (``("reduce5<256>",)``), as in CuPy. ``check=True`` runs on the CPU
-    engine with race, out-of-bounds and barrier checks; ``timeout`` (seconds) limits a CPU-engine
-    launch. Compiled modules are reused when the same source and options are loaded again.
+    engine with race, out-of-bounds and barrier checks; ``count=True`` runs on the CPU engine and
+    counts (every launch leaves its :class:`pmpp.Counters` in ``module.last_counters``; see
+    :func:`pmpp.counters`); ``timeout`` (seconds) limits a CPU-engine launch. ``filename`` names a
+    source string in messages and counters. Compiled modules are reused when the same source and
+    options are loaded again.
     """
     if (path is None) == (source is None):
         raise TypeError("pass exactly one of path (a .cu file under kernels/) or source (a string)")
+    if check and count:
+        raise ValueError("a module either checks (check=True) or counts (count=True): load it twice")
     if path is not None:
         file = resolve(path)
         filename, text = display_name(file), file.read_text()
     else:
-        filename, text = "<source>", source
-    if check and backend in (None, "auto"):
+        filename, text = filename or "<source>", source
+    if (check or count) and backend in (None, "auto"):
         backend = "cpu"
     backend = resolve_backend(backend)
-    if check and backend != "cpu":
-        raise ValueError("check=True runs on the CPU engine: use backend='cpu' (on the GPU, "
-                         "NVIDIA's compute-sanitizer does this job)")
-    options = tuple(options) + tuple(define_options(defines))
+    if (check or count) and backend != "cpu":
+        raise ValueError(f"{'check' if check else 'count'}=True runs on the CPU engine: use backend='cpu' "
+                         "(on the GPU, NVIDIA's compute-sanitizer and Nsight Compute do these jobs)")
+    user_options = tuple(options)
+    options = user_options + tuple(define_options(defines))
     name_expressions = tuple(name_expressions)
-    key = (backend, filename, text, options, name_expressions, bool(check), timeout)
+    key = (backend, filename, text, options, name_expressions, bool(check), bool(count), timeout)
     if key not in _loaded:
-        _loaded[key] = Module(_compile(backend, text, filename, options, name_expressions, check, timeout),
-                              filename, text, name_expressions, dict(defines or {}))
+        _loaded[key] = Module(_compile(backend, text, filename, options, name_expressions, check, timeout, count),
+                              filename, text, name_expressions, dict(defines or {}), user_options)
     return _loaded[key]
 
 
-def _compile(backend, text, filename, options, name_expressions, check, timeout):
+def _compile(backend, text, filename, options, name_expressions, check, timeout, count=False):
     full = with_line_directive(text, filename)
     if backend == "cupy":
         from .backends.gpu import CupyModule
@@ -60,7 +66,7 @@ def _compile(backend, text, filename, options, name_expressions, check, timeout)
     kernel_names = tuple(n for n, sig in find_kernels(text).items() if not sig.template_params)
     extra = {} if timeout is None else {"timeout": timeout}
     impl = CpuModule(full, filename=filename, options=options, kernel_names=kernel_names,
-                     name_expressions=name_expressions, check=check, **extra)
+                     name_expressions=name_expressions, check=check, count=count, **extra)
     for attribute, value in _CPU_DEFAULTS.items():
         if not hasattr(impl, attribute):
             setattr(impl, attribute, value)
@@ -76,12 +82,14 @@ _CPU_DEFAULTS = {"backend": "cpu", "array_type": np.ndarray, "sm_count": os.cpu_
 class Module:
     """A compiled kernel file. Mirrors ``cupy.RawModule``."""
 
-    def __init__(self, impl, filename: str, text: str, name_expressions=(), defines=None):
+    def __init__(self, impl, filename: str, text: str, name_expressions=(), defines=None, options=()):
         self._impl = impl
         self.filename = filename
         self.source = text
         self.defines = dict(defines or {})            # as given to load(), for launch code
+        self.options = tuple(options)                 # as given to load(), defines apart
         self.name_expressions = tuple(name_expressions)
+        self.launches = []                            # count builds: the Counters of every launch
         self._signatures = find_kernels(text)
         self.kernel_names = [n for n, s in self._signatures.items() if not s.template_params] \
             + list(name_expressions)
@@ -94,6 +102,16 @@ class Module:
     @property
     def device_sm_count(self) -> int:
         return self._impl.sm_count
+
+    @property
+    def last_counters(self):
+        """Count builds (``load(..., count=True)``): the :class:`pmpp.Counters` of the last launch."""
+        if not getattr(self._impl, "count", False):
+            raise ValueError(f"{self.filename} was not loaded to count: pmpp.load(..., count=True), "
+                             "or pmpp.counters(kernel, grid, block, args)")
+        if not self.launches:
+            raise ValueError(f"no kernel of {self.filename} has been launched yet")
+        return self.launches[-1]
 
     def get_function(self, name: str) -> "Function":
         if name not in self._functions:
@@ -132,6 +150,11 @@ class Function:
             names = [p.name for p in self.signature.params]
             writable = [p.pointer and not p.const for p in self.signature.params]
         impl.launch(self.name, grid, block, shared_mem, converted, names, writable)
+        if getattr(impl, "count", False):
+            from .counters import from_engine
+            self.module.launches.append(from_engine(
+                impl.last_counts, impl.library_path, kernel=(self.name, grid, block, shared_mem),
+                source={self.module.filename: self.module.source}, gpu=getattr(impl, "counted_gpu", "H100")))
 
     def _unchecked(self, args):
         warnings.warn(f"pmpp could not read the parameter list of {self.name}; its arguments are "

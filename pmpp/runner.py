@@ -16,8 +16,9 @@ REPEATS = {"cupy": dict(warmup=5, repeat=30), "cpu": dict(warmup=1, repeat=3)}
 
 
 def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=False, path=None,
-                 timeout=None):
-    """Load a variant's kernel file — or ``path``, another file standing in for it (a student's)."""
+                 timeout=None, count=False):
+    """Load a variant's kernel file — or ``path``, another file standing in for it (a student's).
+    ``count=True``: the CPU engine's count build (see :mod:`pmpp.counters`)."""
     arch = variant.too_old_gpu() if resolve_backend(backend) == "cupy" else None
     if arch is not None:
         raise BackendUnavailableError(
@@ -25,7 +26,7 @@ def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=Fa
             f"(sm_{variant.min_arch}); this GPU is {arch / 10:.1f}. Run it on the CPU engine "
             f"(backend='cpu') or choose an earlier variant.")
     return load(path or chapter.kernel_path(variant), backend=backend, defines=variant.defines,
-                name_expressions=variant.name_expressions, check=check, timeout=timeout)
+                name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count)
 
 
 def array_module(backend: str):

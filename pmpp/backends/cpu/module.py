@@ -31,20 +31,28 @@ class CpuModule:
     -std pass to g++; GPU-only ones are ignored); ``kernel_names`` name non-template
     ``__global__`` functions, ``name_expressions`` template instances such as ``"reduce<256>"``.
     ``check=True`` compiles an instrumented build whose launches raise OutOfBoundsError,
-    RaceError or BarrierDivergenceError. A launch running longer than ``timeout`` seconds
-    (default 60, or $PMPP_CPU_TIMEOUT) raises KernelTimeoutError.
+    RaceError or BarrierDivergenceError. ``count=True`` compiles a count build: every launch
+    collects the counters of :mod:`pmpp.counters` into ``last_counts`` (out-of-bounds accesses
+    are reported there too, races are not looked for). A launch running longer than ``timeout``
+    seconds (default 60, or $PMPP_CPU_TIMEOUT) raises KernelTimeoutError.
     """
 
     def __init__(self, source, *, filename, options=(), kernel_names=(), name_expressions=(),
-                 check=False, timeout=None):
+                 check=False, timeout=None, count=False):
+        if check and count:
+            raise ValueError("a CpuModule is built either to check (check=True) or to count (count=True)")
         self.filename = filename
         self.check = bool(check)
+        self.count = bool(count)
+        self.last_counts = None   # count builds: the counters of the last launch, as the worker sent them
+        self.sample_warp = (0, 0)  # count builds: (block, warp) whose every access is kept
         self.timeout = default_timeout() if timeout is None else float(timeout)
         self._names = list(dict.fromkeys([*kernel_names, *name_expressions]))
         self.library_path = toolchain.build_module(
             source, filename=filename, options=tuple(options), names=self._names,
-            n_kernel_names=len(list(dict.fromkeys(kernel_names))), check=self.check)
+            n_kernel_names=len(list(dict.fromkeys(kernel_names))), check=self.check, count=self.count)
         self._constants = _source.constant_symbols(source)
+        self._constant_elements = tuple(_source.constant_elements(source))
         self._id = next(_ids)
         self._generation = None  # worker generation this module is loaded in
         self._param_sizes = None
@@ -52,7 +60,7 @@ class CpuModule:
 
     def __repr__(self):
         return (f"CpuModule({self.filename!r}, kernels={self._names}"
-                f"{', check=True' if self.check else ''})")
+                f"{', check=True' if self.check else ''}{', count=True' if self.count else ''})")
 
     @property
     def kernel_names(self):
@@ -77,7 +85,7 @@ class CpuModule:
         if self._generation == worker.generation:
             return
         what = f"loading {self.filename}"
-        reply = self._request(worker, ("load", self._id, str(self.library_path)), what)
+        reply = self._request(worker, ("load", self._id, str(self.library_path), self._constant_elements), what)
         self._param_sizes = reply[1]
         for name, data in self._symbol_writes:
             self._request(worker, ("symbol", self._id, name, data), what)
@@ -131,13 +139,15 @@ class CpuModule:
             for offset, view in copy_in:
                 arena.view(offset, len(view))[:] = view
             message = ("launch", self._id, name, tuple(int(g) for g in grid),
-                       tuple(int(b) for b in block), int(shared_mem), self.check, specs)
+                       tuple(int(b) for b in block), int(shared_mem), self.check, specs,
+                       self.sample_warp if self.count else None)
             what = f"kernel {name!r} ({self.filename})"
             try:
                 reply = self._request(worker, message, what, timeout=self.timeout)
                 if reply[0] == "ok":
                     for offset, view in copy_out:
                         view[:] = arena.view(offset, len(view))
+                    self.last_counts = reply[1]
             finally:
                 worker.forward_stdout()
                 if worker.arena is not None:
@@ -149,7 +159,7 @@ class CpuModule:
         if len(args) != len(sizes):
             raise TypeError(f"kernel {name!r} takes {len(sizes)} arguments, {len(args)} given")
         specs, seen = [], {}
-        pad = CHECK_PAD if self.check else 0
+        pad = CHECK_PAD if self.check or self.count else 0
         offset = 0
         for i, arg in enumerate(args):
             pname = arg_names[i] if i < len(arg_names) else f"argument {i}"

@@ -316,8 +316,30 @@ def kernel_table(names):
     return "\n".join(lines) + "\n"
 
 
+# Element sizes of the types a __constant__ array is usually declared with.
+_SCALAR_SIZES = {"char": 1, "signed char": 1, "unsigned char": 1, "bool": 1, "short": 2,
+                 "unsigned short": 2, "__half": 2, "int": 4, "unsigned": 4, "unsigned int": 4,
+                 "float": 4, "long": 8, "unsigned long": 8, "long long": 8, "unsigned long long": 8,
+                 "double": 8, "int2": 8, "float2": 8, "int4": 16, "float4": 16, "double2": 16}
+
+
 def constant_symbols(src):
     """Names of the ``__constant__`` variables declared in ``src``."""
+    return [name for name, _ in _constant_declarations(src)]
+
+
+def constant_elements(src):
+    """``(name, element size, element type)`` of each ``__constant__`` variable of ``src``; an
+    element type it does not know is ``(name, 1, "")``."""
+    found = []
+    for name, base in _constant_declarations(src):
+        base = " ".join(base.replace("*", " ").split())
+        found.append((name, _SCALAR_SIZES[base], base) if base in _SCALAR_SIZES else (name, 1, ""))
+    return found
+
+
+def _constant_declarations(src):
+    """``(name, base type)`` of the ``__constant__`` variables declared in ``src``."""
     masked = mask_code(src)
     names = []
     for m in re.finditer(r"\b__constant__\b", masked):
@@ -332,5 +354,5 @@ def constant_symbols(src):
             parsed = _parse_declarator(head if base is None else f"{base} {head}")
             if parsed and parsed[0]:
                 base = base or parsed[0].rstrip("*& ")
-                names.append(parsed[1])
+                names.append((parsed[1], base))
     return names

@@ -39,6 +39,11 @@ CHECK_FLAGS = [
     "-O1", "-g", "-gdwarf-4", "-DPMPP_CHECK=1",
     "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0",
 ]
+# Count builds (pmpp.counters): the checked build, plus a call to the runtime at the start of every
+# basic block (-fsanitize-coverage=trace-pc: which lanes execute it), and no scalar replacement of
+# aggregates (-fno-tree-sra), so that a float4 or int2 copied whole stays one 16- or 8-byte access
+# as on the GPU instead of becoming four or two 4-byte ones.
+COUNT_FLAGS = CHECK_FLAGS + ["-fno-tree-sra", "-fsanitize-coverage=trace-pc", "-DPMPP_COUNT=1"]
 # -fno-gnu-unique: separately dlopen'ed modules would otherwise share g++'s STB_GNU_UNIQUE
 # symbols (template statics) and crash when one of them is unloaded or differs.
 COMMON_FLAGS = ["-fPIC", "-shared", "-fno-gnu-unique", "-fno-strict-aliasing",
@@ -96,7 +101,7 @@ def _digest(*parts):
 
 @functools.lru_cache(maxsize=None)
 def _engine_digest():
-    files = sorted(INCLUDE_DIR.glob("*.h")) + [RUNTIME_SOURCE, Path(_source.__file__)]
+    files = sorted(f for f in INCLUDE_DIR.rglob("*") if f.is_file()) + [RUNTIME_SOURCE, Path(_source.__file__)]
     return _digest(ENGINE_VERSION, *(f.name.encode() + f.read_bytes() for f in files))
 
 
@@ -194,15 +199,16 @@ def _deps_current(deps_json):
     return True
 
 
-def build_module(src, *, filename, options, names, n_kernel_names, check):
-    """Path of the compiled module for ``src`` (from the cache when possible)."""
+def build_module(src, *, filename, options, names, n_kernel_names, check, count=False):
+    """Path of the compiled module for ``src`` (from the cache when possible): a plain, checked
+    (``check``) or count (``count``) build."""
     cxx, version = compiler()
     runtime = runtime_library()
     flags = translate_options(options)
     prepared = _source.rewrite(src, filename) + _source.kernel_table(names)
-    mode_flags = CHECK_FLAGS if check else PLAIN_FLAGS
+    mode_flags = COUNT_FLAGS if count else CHECK_FLAGS if check else PLAIN_FLAGS
     key = _digest(_engine_digest(), version, runtime.name, prepared, *flags, *mode_flags,
-                  *COMMON_FLAGS, check)[:32]
+                  *COMMON_FLAGS, check, count)[:32]
     out_dir = cache_dir()
     so = out_dir / f"mod-{key}.so"
     deps_json = out_dir / f"mod-{key}.deps.json"
@@ -297,6 +303,40 @@ def compile_error(log, filename, names, n_kernel_names):
                             f"links each .cu file on its own: define it in this file or a header it "
                             f"includes)\n\n{log}", filename=filename, log=log)
     return CompileError(f"{filename}: g++ failed:\n{log}", filename=filename, log=log)
+
+
+def source_locations(library, offsets):
+    """``{offset: (file, line)}`` for code addresses of a module (offsets from its load address,
+    each just past the instruction, as return addresses are): the innermost source location in the
+    user's files, so that an access inlined from the prelude names the kernel line that made it.
+    Offsets that have no line are left out."""
+    offsets = sorted(set(int(o) for o in offsets))
+    addr2line = shutil.which("addr2line")
+    if not offsets or not addr2line:
+        return {}
+    try:
+        out = subprocess.run([addr2line, "-i", "-a", "-e", str(library), *(f"0x{o - 1:x}" for o in offsets)],
+                             capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    frames, found = {}, {}
+    current = None
+    for text in out.splitlines():
+        if text.startswith("0x"):
+            current = int(text, 16) + 1
+            frames[current] = []
+        elif current is not None:
+            frames[current].append(re.sub(r"\s*\(discriminator \d+\)", "", text).strip())
+    for offset, chain in frames.items():
+        for frame in chain:
+            file, _, line = frame.rpartition(":")
+            if not file or file.startswith("??") or not line.isdigit() or _is_internal(file):
+                continue
+            if file.startswith(DEBUG_PREFIX + "/"):
+                file = file[len(DEBUG_PREFIX) + 1:]
+            found[offset] = (file, int(line))
+            break
+    return found
 
 
 def symbolize(message):

@@ -10,11 +10,15 @@ it at a file and forwards what appears.
 
 Requests:
   ("init", runtime_path, nthreads, private_dir)        -> ("ok", pid)
-  ("load", module_id, library_path)                    -> ("ok", {kernel: [param sizes]})
+  ("load", module_id, library_path, constants)         -> ("ok", {kernel: [param sizes]})
   ("symbol", module_id, name, data)                    -> ("ok",) | ("missing",) | ("too_big", size)
-  ("launch", module_id, kernel, grid, block, shared_mem, check, specs) -> ("ok",) | ("error", kind, message)
+  ("launch", module_id, kernel, grid, block, shared_mem, check, specs, sample)
+                                                       -> ("ok", counts) | ("error", kind, message)
+  constants: ((name, element size, element type), ...) of the module's __constant__ variables
   specs: ("array", arena_offset, nbytes, itemsize, dtype, name, writable) | ("alias", arg_index)
          | ("scalar", bytes)
+  sample: None, or (block, warp) for a count build: counters are collected, every access of that
+  warp is kept, and counts is {"summary": {...}, "rows": [{...}], "samples": [{...}]} (else None)
 """
 
 import ctypes
@@ -32,13 +36,37 @@ class RegionDesc(ctypes.Structure):
                 ("is_const", ctypes.c_uint32), ("name", ctypes.c_char_p), ("type_name", ctypes.c_char_p)]
 
 
+REGION_CONSTANT = 2   # pmpp_region_desc.is_const of a __constant__ variable
+
+
 class LaunchDesc(ctypes.Structure):
     _fields_ = [("thunk", ctypes.c_void_p), ("args", ctypes.c_void_p),
                 ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3),
                 ("shared_mem", ctypes.c_uint64), ("check", ctypes.c_int32), ("nthreads", ctypes.c_int32),
                 ("kernel_name", ctypes.c_char_p), ("nregions", ctypes.c_int32),
-                ("regions", ctypes.c_void_p), ("error_kind", ctypes.c_int32),
+                ("regions", ctypes.c_void_p), ("count", ctypes.c_int32), ("sample_warp", ctypes.c_uint32),
+                ("sample_block", ctypes.c_uint64), ("error_kind", ctypes.c_int32),
                 ("error_msg", ctypes.c_char * 4096)]
+
+
+class CountRow(ctypes.Structure):
+    _fields_ = [("pc", ctypes.c_uint64), ("space", ctypes.c_int32), ("op", ctypes.c_int32),
+                ("width", ctypes.c_uint32), ("pad", ctypes.c_uint32)] + [
+        (name, ctypes.c_uint64) for name in ("executed", "threads", "partial", "diverged_warps", "sectors",
+                                             "wavefronts", "ideal_wavefronts", "addresses", "max_same_address")]
+
+
+class CountSample(ctypes.Structure):
+    _fields_ = [("pc", ctypes.c_uint64), ("space", ctypes.c_int32), ("op", ctypes.c_int32),
+                ("k", ctypes.c_uint32), ("mask", ctypes.c_uint32), ("width", ctypes.c_uint32),
+                ("region", ctypes.c_int32), ("offset", ctypes.c_int64 * 32), ("array_offset", ctypes.c_int64),
+                ("array", ctypes.c_char * 48)]
+
+
+class CountSummary(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "nrows", "nsamples", "blocks", "warps", "barriers", "atom_global_addresses", "atom_global_max_updates",
+        "atom_shared_addresses", "atom_shared_max_updates")]
 
 
 class KernelEntry(ctypes.Structure):
@@ -53,7 +81,7 @@ class Worker:
         self.arena_base = ctypes.addressof(ctypes.c_char.from_buffer(self.arena))
         self.runtime = None
         self.nthreads = 1
-        self.modules = {}  # id -> (CDLL, {name: (thunk, sizes)})
+        self.modules = {}  # id -> (CDLL, {name: (thunk, sizes)}, [(address, size, elem, type, name)])
         self.loaded_paths = set()
         self.private_dir = None
 
@@ -75,10 +103,12 @@ class Worker:
         self.runtime.pmpp_launch.argtypes = [ctypes.POINTER(LaunchDesc)]
         self.runtime.pmpp_symbol.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
                                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64)]
+        self.runtime.pmpp_count_result.argtypes = [ctypes.POINTER(CountSummary), ctypes.c_void_p, ctypes.c_uint64,
+                                                    ctypes.c_void_p, ctypes.c_uint64]
         self.nthreads = max(1, int(nthreads))
         return ("ok", os.getpid())
 
-    def do_load(self, module_id, path):
+    def do_load(self, module_id, path, constants=()):
         if path in self.loaded_paths:
             # A second module from the same cached library gets its own copy, so that its
             # globals (__constant__ memory) are its own, as for separately loaded CUDA modules.
@@ -93,11 +123,22 @@ class Worker:
         for entry in table[:count]:
             sizes = [entry.param_sizes[k] for k in range(entry.nparams)]
             kernels[entry.name.decode()] = (entry.thunk, sizes)
-        self.modules[module_id] = (lib, kernels)
+        self.modules[module_id] = (lib, kernels, self._constant_regions(lib, constants))
         return ("ok", {name: sizes for name, (_, sizes) in kernels.items()})
 
+    def _constant_regions(self, lib, constants):
+        """Where each __constant__ variable lives, for the bounds checks and the counters (a
+        static one the symbol table does not export is left to the module's segments)."""
+        found = []
+        for name, elem, type_name in constants:
+            addr, size = ctypes.c_void_p(), ctypes.c_uint64()
+            if self.runtime.pmpp_symbol(lib._handle, name.encode(), ctypes.byref(addr), ctypes.byref(size)) \
+                    and size.value:
+                found.append((addr.value, size.value, elem, type_name.encode(), name.encode()))
+        return found
+
     def do_symbol(self, module_id, name, data):
-        lib, _ = self.modules[module_id]
+        lib = self.modules[module_id][0]
         addr, size = ctypes.c_void_p(), ctypes.c_uint64()
         if not self.runtime.pmpp_symbol(lib._handle, name.encode(), ctypes.byref(addr), ctypes.byref(size)):
             return ("missing",)
@@ -106,14 +147,14 @@ class Worker:
         ctypes.memmove(addr.value, data, len(data))
         return ("ok",)
 
-    def do_launch(self, module_id, kernel, grid, block, shared_mem, check, specs):
-        _, kernels = self.modules[module_id]
+    def do_launch(self, module_id, kernel, grid, block, shared_mem, check, specs, sample=None):
+        _, kernels, constants = self.modules[module_id]
         thunk, sizes = kernels[kernel]
         n = len(specs)
         slots = np.zeros(max(n, 1) * 64 + 64, np.uint8)  # one 64-byte-aligned slot per parameter
         base = slots.ctypes.data + (-slots.ctypes.data) % 64
         pointers = (ctypes.c_void_p * max(n, 1))()
-        regions = (RegionDesc * max(n, 1))()
+        regions = (RegionDesc * max(n + len(constants), 1))()
         names = []
         nregions = 0
         for i, spec in enumerate(specs):
@@ -138,6 +179,9 @@ class Worker:
                     continue
                 ctypes.memmove(slot, data, len(data))
             pointers[i] = slot
+        for address, size, elem, type_name, name in constants:
+            regions[nregions] = RegionDesc(address, size, elem, REGION_CONSTANT, name, type_name)
+            nregions += 1
         desc = LaunchDesc()
         desc.thunk = thunk
         desc.args = ctypes.cast(pointers, ctypes.c_void_p)
@@ -149,12 +193,32 @@ class Worker:
         desc.kernel_name = kernel.encode()
         desc.nregions = nregions
         desc.regions = ctypes.cast(regions, ctypes.c_void_p)
+        if sample is not None:
+            desc.count = 1
+            desc.sample_block, desc.sample_warp = int(sample[0]), int(sample[1])
         kind = self.runtime.pmpp_launch(ctypes.byref(desc))
         sys.stdout.flush()
         if kind:
             from .toolchain import symbolize
             return ("error", kind, symbolize(desc.error_msg.decode(errors="replace")))
-        return ("ok",)
+        return ("ok", self._counts() if sample is not None else None)
+
+    def _counts(self):
+        """The counters of the launch just made (see pmpp_count_result in pmpp_abi.h)."""
+        summary = CountSummary()
+        self.runtime.pmpp_count_result(ctypes.byref(summary), None, 0, None, 0)
+        rows = (CountRow * max(summary.nrows, 1))()
+        samples = (CountSample * max(summary.nsamples, 1))()
+        self.runtime.pmpp_count_result(ctypes.byref(summary), ctypes.cast(rows, ctypes.c_void_p), summary.nrows,
+                                       ctypes.cast(samples, ctypes.c_void_p), summary.nsamples)
+        as_dict = lambda s: {name: getattr(s, name) for name, _ in s._fields_ if name != "pad"}
+        sample_dicts = []
+        for x in samples[:summary.nsamples]:
+            d = as_dict(x)
+            d["offset"], d["array"] = list(x.offset), x.array.decode(errors="replace")
+            sample_dicts.append(d)
+        return {"summary": as_dict(summary), "rows": [as_dict(r) for r in rows[:summary.nrows]],
+                "samples": sample_dicts}
 
 
 def _die_with_parent():

@@ -9,7 +9,7 @@
 
 namespace pmpp {
 // float -> binary16, round to nearest even (after F. Giesen, "float_to_half_fast3_rtne").
-inline unsigned short f2h(float f) {
+PMPP_NOCOV inline unsigned short f2h(float f) {
     const uint32_t f32infty = 255u << 23, f16max = (127u + 16u) << 23;
     const uint32_t denorm_magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
     uint32_t u;
@@ -35,7 +35,7 @@ inline unsigned short f2h(float f) {
     }
     return (unsigned short)(o | (sign >> 16));
 }
-inline float h2f(unsigned short h) {
+PMPP_NOCOV inline float h2f(unsigned short h) {
     const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
     if (exp == 0) {
         const float v = float(mant) * 0x1p-24f;

@@ -81,11 +81,12 @@ typedef struct pmpp_kernel_entry {
 } pmpp_kernel_entry;
 
 /* ---- launching (called by the worker through ctypes) ---------------------------------- */
+enum { PMPP_REGION_WRITABLE = 0, PMPP_REGION_READ_ONLY = 1, PMPP_REGION_CONSTANT = 2 };
 typedef struct pmpp_region_desc {
     void *base;
     uint64_t size;
     uint32_t elem_size;
-    uint32_t is_const;
+    uint32_t is_const;     /* PMPP_REGION_*: an argument array, or a __constant__ variable */
     const char *name;      /* parameter name */
     const char *type_name; /* numpy dtype name */
 } pmpp_region_desc;
@@ -112,12 +113,64 @@ typedef struct pmpp_launch_desc {
     const char *kernel_name;
     int32_t nregions;
     const pmpp_region_desc *regions;
+    int32_t count;         /* count builds: collect counters (pmpp_count_result) */
+    uint32_t sample_warp;  /* ... and keep every access of this warp of block sample_block */
+    uint64_t sample_block;
     /* out */
     int32_t error_kind;
     char error_msg[PMPP_ERROR_MSG_LEN];
 } pmpp_launch_desc;
 
 int pmpp_launch(pmpp_launch_desc *desc);
+
+/* ---- counters (count builds, see "Counters" in pmpp_runtime.cpp) ---------------------- */
+enum { PMPP_SPACE_GLOBAL = 0, PMPP_SPACE_SHARED = 1, PMPP_SPACE_CONSTANT = 2, PMPP_SPACE_CODE = 3 };
+enum { PMPP_OP_LD = 0, PMPP_OP_ST = 1, PMPP_OP_ATOM = 2, PMPP_OP_BLOCK = 3 };
+
+/* Totals of one code address: a memory access of kernel code, or the start of a basic block. */
+typedef struct pmpp_count_row {
+    uint64_t pc;               /* code address, as an offset into the module */
+    int32_t space, op;
+    uint32_t width;            /* bytes per lane (the largest seen) */
+    uint32_t pad;
+    uint64_t executed;         /* warp-level executions (requests) */
+    uint64_t threads;          /* active lanes, summed over executions */
+    uint64_t partial;          /* executions with some lanes of the warp not taking part */
+    uint64_t diverged_warps;   /* warps with at least one such execution here */
+    uint64_t sectors;          /* global: distinct 32-byte sectors, summed */
+    uint64_t wavefronts;       /* shared: wavefronts (bank-conflict model), summed */
+    uint64_t ideal_wavefronts; /* shared: wavefronts without bank conflicts, summed */
+    uint64_t addresses;        /* distinct addresses per execution, summed */
+    uint64_t max_same_address; /* most active lanes of one execution on one address */
+} pmpp_count_row;
+
+/* Every execution (up to PMPP_SAMPLES_PER_PC per code address) of the sampled warp. */
+#define PMPP_SAMPLES_PER_PC 64
+typedef struct pmpp_count_sample {
+    uint64_t pc;
+    int32_t space, op;
+    uint32_t k;                /* the warp's k-th execution of this access */
+    uint32_t mask;             /* lanes taking part */
+    uint32_t width;
+    int32_t region;            /* global: index of the argument array; -1 otherwise */
+    int64_t offset[32];        /* bytes from the array (global) or from the start of shared memory */
+    int64_t array_offset;      /* shared: where the __shared__ array of lane's access starts */
+    char array[48];            /* shared: that array's name */
+} pmpp_count_sample;
+
+typedef struct pmpp_count_summary {
+    uint64_t nrows, nsamples;
+    uint64_t blocks, warps;
+    uint64_t barriers;                /* warp-level __syncthreads() executions */
+    uint64_t atom_global_addresses;   /* distinct global addresses updated by atomics */
+    uint64_t atom_global_max_updates; /* most atomic updates of one global address */
+    uint64_t atom_shared_addresses;   /* distinct shared addresses updated by atomics, per block, summed */
+    uint64_t atom_shared_max_updates; /* most atomic updates of one shared address in a block */
+} pmpp_count_summary;
+
+/* The last counted launch: fills *summary and up to max_rows rows and max_samples samples. */
+void pmpp_count_result(pmpp_count_summary *summary, pmpp_count_row *rows, uint64_t max_rows,
+                       pmpp_count_sample *samples, uint64_t max_samples);
 /* Address and size (from the ELF symbol table) of a global variable of a loaded module. */
 int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size);
 const char *pmpp_runtime_version(void);

@@ -29,9 +29,29 @@
 #define PMPP_CHECK 0
 #endif
 
+// PMPP_COUNT=1 (count builds: checked builds that also call the runtime at every basic block,
+// -fsanitize-coverage=trace-pc): the helpers below add no basic blocks of their own, and copies
+// that a GPU makes outside the load/store instructions (cp.async, bulk copies) are not counted.
+#ifndef PMPP_COUNT
+#define PMPP_COUNT 0
+#endif
+#if PMPP_COUNT && defined(__has_attribute)
+#if __has_attribute(no_sanitize_coverage)
+#define PMPP_NOCOV __attribute__((no_sanitize_coverage))
+#endif
+#endif
+#ifndef PMPP_NOCOV
+#define PMPP_NOCOV
+#endif
+#if PMPP_COUNT
+#define PMPP_UNCOUNTED __attribute__((no_sanitize("thread"), noinline)) PMPP_NOCOV
+#else
+#define PMPP_UNCOUNTED
+#endif
+
 #if PMPP_CHECK
-#define PMPP_NOSAN __attribute__((no_sanitize("thread")))
-#define PMPP_ATOMIC_FN inline __attribute__((no_sanitize("thread"), noinline))
+#define PMPP_NOSAN __attribute__((no_sanitize("thread"))) PMPP_NOCOV
+#define PMPP_ATOMIC_FN inline __attribute__((no_sanitize("thread"), noinline)) PMPP_NOCOV
 #define PMPP_ATOMIC_CHECK(p) \
     pmpp_check_atomic((const void *)(p), sizeof(*(p)), __builtin_return_address(0))
 #else
@@ -99,12 +119,12 @@ PMPP_VECTOR_TYPES(float, float)
 PMPP_VECTOR_TYPES(double, double)
 #undef PMPP_VECTOR_TYPES
 
-struct dim3 {
+struct dim3 {  // PMPP_NOSAN: built by blockDim and gridDim, which are PMPP_NOSAN too (inlined)
     unsigned int x, y, z;
-    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+    PMPP_NOSAN constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
         : x(vx), y(vy), z(vz) {}
-    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
-    constexpr operator uint3() const { return uint3{x, y, z}; }
+    PMPP_NOSAN constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    PMPP_NOSAN constexpr operator uint3() const { return uint3{x, y, z}; }
 };
 
 static constexpr int warpSize = 32;

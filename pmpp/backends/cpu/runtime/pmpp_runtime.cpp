@@ -41,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -93,7 +94,12 @@ struct Warp {
     uint32_t live;     // lanes that exist and have not exited
     uint32_t arrived;  // lanes waiting in a warp primitive
     uint32_t epoch;    // completed warp-level synchronisations (race detector)
+    uint32_t exist;    // lanes that exist
+    uint32_t ndone;    // count builds: lanes that exited
+    uint32_t parked;   // count builds: lanes that exited or wait at __syncthreads()
 };
+
+struct Count;
 
 struct ShRegion {
     char *base;
@@ -122,7 +128,7 @@ struct Launch {
     pmpp_launch_desc *d;
     uint32_t bx, by, bz, gx, gy, gz, nthr;
     uint64_t nblocks;
-    bool check;
+    bool check, count;
     std::atomic<uint64_t> next{0};
     // Block index of the error being reported (UINT64_MAX: none). When several blocks fail, the
     // lowest-numbered one is reported, so that the message is the same from run to run.
@@ -153,6 +159,7 @@ struct Worker {
     int bar_pending = 0, bar_result = 0, bar_arrived = 0;
     Shadow *shadow = nullptr;
     uint32_t epoch = 1;
+    Count *cnt = nullptr;  // count builds
 };
 
 Worker *g_workers[kMaxSlots];
@@ -371,6 +378,399 @@ void warp_lane_exit(Worker *w, Fiber *f) {
     }
 }
 
+// ---- counters (count builds) ----------------------------------------------------------------
+//
+// What Nsight Compute counts per warp instruction, counted from the same instrumentation the
+// checks use: every load and store of kernel code reaches on_access() with its address and code
+// address (pc), every atomic reaches it through pmpp_check_atomic, and in count builds g++'s
+// -fsanitize-coverage=trace-pc calls __sanitizer_cov_trace_pc() at the start of every basic block.
+//
+// The lanes of a warp run one after another, so warp instructions are put together afterwards: a
+// lane's k-th execution of a code address since the last __syncthreads() belongs to its warp's
+// k-th execution there. A warp's executions are complete once all its lanes have exited or wait at
+// a barrier; then each is costed (count_flush) and added to the totals of its code address:
+//   global memory: one request per execution, and the distinct 32-byte sectors its lanes touch;
+//   shared memory: wavefronts, from the banks (4-byte word index mod 32) of the words touched:
+//     lanes on the same word share it (broadcast); 8-byte accesses are served per half-warp and
+//     16-byte ones per quarter-warp, each part taking as many wavefronts as the most distinct
+//     words one bank must deliver; a conflict is a wavefront beyond one per part that takes part;
+//   atomics: as their memory space, plus distinct addresses and same-address lanes, and over the
+//     launch (global) or the block (shared) the updates of each address;
+//   basic blocks: the lanes that execute them (control divergence).
+
+struct CInst {  // one warp-level execution of a memory access
+    uint32_t mask;
+    uint64_t addr[32];
+};
+
+struct CSite {  // one code address, for one warp, in the current barrier interval
+    uint64_t key = 0;              // pc << 4 | space << 2 | op; 0: empty slot
+    pmpp_count_row *row = nullptr;  // the code address's totals
+    uint64_t diverged_block = 0;   // 1 + the block in which this warp last diverged here
+    uint32_t n = 0;                // executions so far
+    uint32_t count[32] = {};       // executions so far, per lane
+    std::vector<uint32_t> inst;    // per execution: index into CWarp::pool, or (blocks) the lane mask
+};
+
+struct CWarp {
+    std::vector<CSite> sites;      // open addressing, power-of-two size
+    size_t used = 0;               // slots in use
+    std::vector<uint32_t> touched; // slots with executions in this interval
+    std::vector<CInst> pool;
+};
+
+struct Count {
+    CWarp warps[32];
+    std::deque<std::pair<uint64_t, pmpp_count_row>> rows;  // by key; references stay valid
+    std::vector<uint64_t> row_index;   // open addressing over rows: key -> index + 1
+    std::vector<pmpp_count_sample> samples;
+    std::vector<std::pair<uintptr_t, uint64_t>> atom_global;  // address, updates (unsorted log)
+    std::vector<uintptr_t> atom_shared;                       // this block's shared atomic addresses
+    std::vector<uint64_t> scratch;
+    pmpp_count_summary sum{};
+};
+
+inline uint64_t mix(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
+
+pmpp_count_row *count_row(Count &C, uint64_t key) {
+    if (C.row_index.size() < 2 * (C.rows.size() + 1)) {  // keep it at most half full
+        std::vector<uint64_t> grown(std::max<size_t>(64, 2 * C.row_index.size()), 0);
+        for (size_t i = 0; i < C.rows.size(); ++i) {
+            size_t h = mix(C.rows[i].first) & (grown.size() - 1);
+            while (grown[h]) h = (h + 1) & (grown.size() - 1);
+            grown[h] = i + 1;
+        }
+        C.row_index.swap(grown);
+    }
+    size_t h = mix(key) & (C.row_index.size() - 1);
+    while (C.row_index[h]) {
+        if (C.rows[C.row_index[h] - 1].first == key) return &C.rows[C.row_index[h] - 1].second;
+        h = (h + 1) & (C.row_index.size() - 1);
+    }
+    pmpp_count_row r{};
+    r.pc = key >> 4;
+    r.space = int32_t((key >> 2) & 3);
+    r.op = int32_t(key & 3);
+    C.rows.emplace_back(key, r);
+    C.row_index[h] = C.rows.size();
+    return &C.rows.back().second;
+}
+
+CSite &count_site(Count &C, CWarp &cw, uint64_t key) {
+    if (cw.sites.empty()) cw.sites.resize(64);
+    size_t mask = cw.sites.size() - 1, h = mix(key) & mask;
+    while (cw.sites[h].key && cw.sites[h].key != key) h = (h + 1) & mask;
+    if (cw.sites[h].key) return cw.sites[h];
+    if (2 * (cw.used + 1) > cw.sites.size()) {  // grow (rare: sites persist for the whole launch)
+        std::vector<CSite> old;
+        old.swap(cw.sites);
+        cw.sites.resize(2 * old.size());
+        mask = cw.sites.size() - 1;
+        std::vector<uint32_t> touched;
+        for (size_t i = 0; i < old.size(); ++i) {
+            if (!old[i].key) continue;
+            size_t j = mix(old[i].key) & mask;
+            while (cw.sites[j].key) j = (j + 1) & mask;
+            const bool was_touched = old[i].n > 0;
+            cw.sites[j] = std::move(old[i]);
+            if (was_touched) touched.push_back(uint32_t(j));
+        }
+        cw.touched.swap(touched);
+        h = mix(key) & mask;
+        while (cw.sites[h].key) h = (h + 1) & mask;
+    }
+    CSite &s = cw.sites[h];
+    s.key = key;
+    s.row = count_row(C, key);
+    cw.used++;
+    return s;
+}
+
+inline uint32_t slot_of(const CWarp &cw, const CSite &s) { return uint32_t(&s - cw.sites.data()); }
+
+// The current lane's k-th execution of code address ``key`` joins its warp's k-th execution.
+inline CSite &count_event(Worker *w, Fiber *f, uint64_t key, uint32_t &k) {
+    Count &C = *w->cnt;
+    CWarp &cw = C.warps[f->warp];
+    CSite &s = count_site(C, cw, key);
+    k = s.count[f->lane]++;
+    if (k == s.n && s.n++ == 0) cw.touched.push_back(slot_of(cw, s));
+    return s;
+}
+
+void count_block(Worker *w, Fiber *f, uintptr_t pc) {
+    uint32_t k;
+    CSite &s = count_event(w, f, uint64_t(pc) << 4 | PMPP_SPACE_CODE << 2 | PMPP_OP_BLOCK, k);
+    if (k == s.inst.size()) s.inst.push_back(0);
+    s.inst[k] |= 1u << f->lane;
+}
+
+void count_access(Worker *w, Fiber *f, int space, int op, uintptr_t a, size_t size, uintptr_t pc) {
+    uint32_t k;
+    CSite &s = count_event(w, f, uint64_t(pc) << 4 | uint64_t(space) << 2 | uint64_t(op), k);
+    CWarp &cw = w->cnt->warps[f->warp];
+    if (k == s.inst.size()) {
+        s.inst.push_back(uint32_t(cw.pool.size()));
+        cw.pool.emplace_back();
+        cw.pool.back().mask = 0;
+    }
+    CInst &in = cw.pool[s.inst[k]];
+    in.mask |= 1u << f->lane;
+    in.addr[f->lane] = a;
+    if (size > s.row->width) s.row->width = uint32_t(size);
+}
+
+// Distinct values of v (sorted in place).
+size_t distinct(uint64_t *v, size_t n) {
+    std::sort(v, v + n);
+    return size_t(std::unique(v, v + n) - v);
+}
+
+// The most lanes of one execution on a single address.
+uint64_t most_on_one_address(const uint64_t *sorted, size_t n) {
+    uint64_t best = 0, run = 0;
+    for (size_t i = 0; i < n; ++i) {
+        run = (i && sorted[i] == sorted[i - 1]) ? run + 1 : 1;
+        best = std::max(best, run);
+    }
+    return best;
+}
+
+void cost_global(Count &C, pmpp_count_row &r, const CInst &in) {
+    std::vector<uint64_t> &v = C.scratch;
+    v.clear();
+    for (uint32_t m = in.mask; m; m &= m - 1) {
+        const uint64_t a = in.addr[__builtin_ctz(m)];
+        for (uint64_t s = a >> 5; s <= (a + std::max<uint32_t>(r.width, 1) - 1) >> 5; ++s)
+            v.push_back(s);
+    }
+    r.sectors += distinct(v.data(), v.size());
+}
+
+void cost_addresses(Count &C, pmpp_count_row &r, const CInst &in) {
+    std::vector<uint64_t> &v = C.scratch;
+    v.clear();
+    for (uint32_t m = in.mask; m; m &= m - 1) v.push_back(in.addr[__builtin_ctz(m)]);
+    std::sort(v.begin(), v.end());
+    r.max_same_address = std::max(r.max_same_address, most_on_one_address(v.data(), v.size()));
+    r.addresses += size_t(std::unique(v.begin(), v.end()) - v.begin());
+}
+
+void cost_shared(Count &C, pmpp_count_row &r, const CInst &in, uintptr_t window) {
+    const uint32_t width = std::max<uint32_t>(r.width, 1);
+    const uint32_t lanes = width <= 4 ? 32 : width <= 8 ? 16 : 8;  // lanes served together
+    std::vector<uint64_t> &v = C.scratch;
+    for (uint32_t g = 0; g < 32; g += lanes) {
+        const uint32_t part = in.mask & uint32_t((uint64_t(1) << lanes) - 1) << g;
+        if (!part) continue;
+        v.clear();
+        for (uint32_t m = part; m; m &= m - 1) {
+            const uint64_t off = in.addr[__builtin_ctz(m)] - window;
+            for (uint64_t word = off >> 2; word <= (off + width - 1) >> 2; ++word) v.push_back(word);
+        }
+        const size_t n = distinct(v.data(), v.size());
+        uint32_t per_bank[32] = {};
+        uint32_t worst = 0;
+        for (size_t i = 0; i < n; ++i) worst = std::max(worst, ++per_bank[v[i] & 31]);
+        r.wavefronts += worst;
+        r.ideal_wavefronts += 1;
+    }
+}
+
+void keep_sample(Worker *w, const CSite &s, uint32_t k, const CInst *in, uint32_t mask) {
+    Count &C = *w->cnt;
+    Launch *L = w->L;
+    pmpp_count_sample x{};
+    x.pc = s.key >> 4;
+    x.space = int32_t((s.key >> 2) & 3);
+    x.op = int32_t(s.key & 3);
+    x.k = k;
+    x.mask = mask;
+    x.width = s.row->width;
+    x.region = -1;
+    if (in) {
+        const uint64_t first = in->addr[__builtin_ctz(mask)];
+        uint64_t base = 0;
+        if (x.space == PMPP_SPACE_GLOBAL || x.space == PMPP_SPACE_CONSTANT) {
+            for (int i = 0; i < L->d->nregions; ++i) {
+                const pmpp_region_desc &g = L->d->regions[i];
+                if (first - uintptr_t(g.base) < g.size) {
+                    x.region = i, base = uintptr_t(g.base);
+                    snprintf(x.array, sizeof x.array, "%s", g.name ? g.name : "");
+                }
+            }
+        } else if (x.space == PMPP_SPACE_SHARED) {
+            base = uintptr_t(w->arena);
+            for (const ShRegion &sr : w->regions)
+                if (first - uintptr_t(sr.base) < sr.size) {
+                    x.array_offset = int64_t(uintptr_t(sr.base) - base);
+                    snprintf(x.array, sizeof x.array, "%s", sr.name ? sr.name : "");
+                }
+        }
+        for (uint32_t m = mask; m; m &= m - 1) {
+            const uint32_t l = __builtin_ctz(m);
+            x.offset[l] = int64_t(in->addr[l] - base);
+        }
+    }
+    C.samples.push_back(x);
+}
+
+// Cost every execution the warp has completed since the last barrier, and start afresh.
+void count_flush(Worker *w, uint32_t wi) {
+    Count &C = *w->cnt;
+    CWarp &cw = C.warps[wi];
+    Launch *L = w->L;
+    const uint32_t exist = w->warps[wi].exist;
+    const bool sampled = w->cur_block == L->d->sample_block && wi == L->d->sample_warp;
+    const uintptr_t window = uintptr_t(w->arena);
+    for (uint32_t slot : cw.touched) {
+        CSite &s = cw.sites[slot];
+        pmpp_count_row &r = *s.row;
+        const int op = int(s.key & 3), space = int((s.key >> 2) & 3);
+        for (uint32_t k = 0; k < s.n; ++k) {
+            const CInst *in = op == PMPP_OP_BLOCK ? nullptr : &cw.pool[s.inst[k]];
+            const uint32_t mask = in ? in->mask : s.inst[k];
+            r.executed++;
+            r.threads += uint64_t(__builtin_popcount(mask));
+            if (mask != exist) {
+                r.partial++;
+                if (s.diverged_block != w->cur_block + 1) {
+                    s.diverged_block = w->cur_block + 1;
+                    r.diverged_warps++;
+                }
+            }
+            if (space == PMPP_SPACE_GLOBAL) cost_global(C, r, *in);
+            if (space == PMPP_SPACE_SHARED) cost_shared(C, r, *in, window);
+            if (op == PMPP_OP_ATOM || space == PMPP_SPACE_CONSTANT) cost_addresses(C, r, *in);
+            if (op == PMPP_OP_ATOM) {
+                for (uint32_t m = mask; m; m &= m - 1) {
+                    const uintptr_t a = in->addr[__builtin_ctz(m)];
+                    if (space == PMPP_SPACE_SHARED) C.atom_shared.push_back(a);
+                    else C.atom_global.emplace_back(a, 1);
+                }
+            }
+            if (sampled && k < PMPP_SAMPLES_PER_PC) keep_sample(w, s, k, in, mask);
+        }
+        s.n = 0;
+        memset(s.count, 0, sizeof s.count);
+        s.inst.clear();
+    }
+    cw.touched.clear();
+    cw.pool.clear();
+    if (C.atom_global.size() > (1u << 16)) {  // keep the log short: merge updates per address
+        std::sort(C.atom_global.begin(), C.atom_global.end());
+        size_t o = 0;
+        for (size_t i = 0; i < C.atom_global.size(); ++i) {
+            if (o && C.atom_global[o - 1].first == C.atom_global[i].first)
+                C.atom_global[o - 1].second += C.atom_global[i].second;
+            else
+                C.atom_global[o++] = C.atom_global[i];
+        }
+        C.atom_global.resize(o);
+    }
+}
+
+// A lane exited or waits at __syncthreads(): once the whole warp has, its executions are complete.
+inline void count_park(Worker *w, Fiber *f) {
+    Warp &W = w->warps[f->warp];
+    if (++W.parked == uint32_t(__builtin_popcount(W.exist))) count_flush(w, f->warp);
+}
+
+void count_block_start(Worker *w) { w->cnt->atom_shared.clear(); }
+
+void count_block_end(Worker *w, uint32_t nwarps) {
+    Count &C = *w->cnt;
+    C.sum.blocks++;
+    C.sum.warps += nwarps;
+    std::vector<uintptr_t> &a = C.atom_shared;
+    std::sort(a.begin(), a.end());
+    uint64_t run = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        run = (i && a[i] == a[i - 1]) ? run + 1 : 1;
+        if (run == 1) C.sum.atom_shared_addresses++;
+        C.sum.atom_shared_max_updates = std::max(C.sum.atom_shared_max_updates, run);
+    }
+}
+
+void count_reset(Worker *w) {
+    if (!w->cnt) w->cnt = new Count;
+    Count &C = *w->cnt;
+    for (CWarp &cw : C.warps) {
+        cw.sites.clear();
+        cw.used = 0;
+        cw.touched.clear();
+        cw.pool.clear();
+    }
+    C.rows.clear();
+    C.row_index.clear();
+    C.samples.clear();
+    C.atom_global.clear();
+    C.atom_shared.clear();
+    C.sum = pmpp_count_summary{};
+}
+
+// The last counted launch, merged over the OS threads that ran it.
+struct CountResult {
+    std::vector<pmpp_count_row> rows;
+    std::vector<pmpp_count_sample> samples;
+    pmpp_count_summary sum{};
+} g_count;
+
+uint64_t module_offset(uint64_t pc) {
+    Dl_info info;
+    if (pc && dladdr(reinterpret_cast<void *>(pc - 1), &info) && info.dli_fbase)
+        return pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    return pc;
+}
+
+void count_merge(int nworkers) {
+    CountResult out;
+    Count merged;
+    std::vector<std::pair<uintptr_t, uint64_t>> atoms;
+    for (int s = 0; s < nworkers; ++s) {
+        Worker *w = g_workers[s];
+        if (!w || !w->cnt) continue;
+        Count &C = *w->cnt;
+        for (auto &kr : C.rows) {
+            pmpp_count_row &m = *count_row(merged, kr.first);
+            const pmpp_count_row &r = kr.second;
+            m.width = std::max(m.width, r.width);
+            m.executed += r.executed, m.threads += r.threads, m.partial += r.partial;
+            m.diverged_warps += r.diverged_warps, m.sectors += r.sectors;
+            m.wavefronts += r.wavefronts, m.ideal_wavefronts += r.ideal_wavefronts;
+            m.addresses += r.addresses;
+            m.max_same_address = std::max(m.max_same_address, r.max_same_address);
+        }
+        out.samples.insert(out.samples.end(), C.samples.begin(), C.samples.end());
+        atoms.insert(atoms.end(), C.atom_global.begin(), C.atom_global.end());
+        out.sum.blocks += C.sum.blocks, out.sum.warps += C.sum.warps;
+        out.sum.barriers += C.sum.barriers;
+        out.sum.atom_shared_addresses += C.sum.atom_shared_addresses;
+        out.sum.atom_shared_max_updates =
+            std::max(out.sum.atom_shared_max_updates, C.sum.atom_shared_max_updates);
+    }
+    std::sort(atoms.begin(), atoms.end());
+    for (size_t i = 0; i < atoms.size();) {
+        uint64_t updates = 0;
+        size_t j = i;
+        for (; j < atoms.size() && atoms[j].first == atoms[i].first; ++j) updates += atoms[j].second;
+        out.sum.atom_global_addresses++;
+        out.sum.atom_global_max_updates = std::max(out.sum.atom_global_max_updates, updates);
+        i = j;
+    }
+    for (auto &kr : merged.rows) {
+        kr.second.pc = module_offset(kr.second.pc);
+        out.rows.push_back(kr.second);
+    }
+    for (pmpp_count_sample &x : out.samples) x.pc = module_offset(x.pc);
+    std::sort(out.samples.begin(), out.samples.end(), [](const auto &a, const auto &b) {
+        return a.pc != b.pc ? a.pc < b.pc : a.k < b.k;
+    });
+    out.sum.nrows = out.rows.size();
+    out.sum.nsamples = out.samples.size();
+    g_count = std::move(out);
+}
+
 // ---- fibers and the block scheduler ------------------------------------------------------
 
 // A fiber's stack runs CUDA threads until one of them has to wait: when a thread finishes and
@@ -385,6 +785,10 @@ void fiber_entry(bctx::transfer_t t) {
         f = cur_fiber();
         f->state = DONE;
         w->ndone++;
+        if (w->L->count) {
+            w->warps[f->warp].ndone++;
+            count_park(w, f);
+        }
         warp_lane_exit(w, f);
         Fiber *g = block_failed(w) ? nullptr : next_runnable(w, f->lin + 1);
         if (g && g->stack < 0) {  // adopt the stack
@@ -480,6 +884,13 @@ bool release_barrier(Worker *w) {
             return false;
         }
     }
+    if (L->count) {
+        for (uint32_t i = 0; i < (w->n + 31) / 32; ++i) {
+            Warp &W = w->warps[i];
+            if (W.parked > W.ndone) w->cnt->sum.barriers++;  // the warp executed this barrier
+            W.parked = W.ndone;
+        }
+    }
     w->bar_result = w->bar_pending;
     w->bar_arrived = int(w->nbar);
     w->bar_pending = 0;
@@ -531,9 +942,11 @@ void run_block(Worker *w, uint64_t b) {
     w->epoch++;
     for (uint32_t i = 0; i < (n + 31) / 32; ++i) {
         const uint32_t lanes = std::min<uint32_t>(32, n - 32 * i);
-        w->warps[i].live = lanes == 32 ? ~0u : (1u << lanes) - 1;
-        w->warps[i].arrived = 0;
+        Warp &W = w->warps[i];
+        W.live = W.exist = lanes == 32 ? ~0u : (1u << lanes) - 1;
+        W.arrived = W.ndone = W.parked = 0;
     }
+    if (L->count) count_block_start(w);
     for (uint32_t i = 0; i < n; ++i) {
         Fiber &f = w->fibers[i];
         f.c.thread_idx = {i % L->bx, (i / L->bx) % L->by, i / (L->bx * L->by)};
@@ -555,7 +968,10 @@ void run_block(Worker *w, uint64_t b) {
         }
         pmpp_cur = nullptr;
         if (L->fail_block.load(std::memory_order_relaxed) <= w->cur_block) return;
-        if (w->ndone == n) return;
+        if (w->ndone == n) {
+            if (L->count) count_block_end(w, (n + 31) / 32);
+            return;
+        }
         if (n - w->ndone - w->nbar - w->nwarp) continue;  // lanes released during the sweep
         if (w->nwarp == 0) {
             if (!release_barrier(w)) return;
@@ -616,6 +1032,7 @@ bool prepare(Worker *w, Launch *L) {
         f.lane = i % 32;
         f.warp = i / 32;
     }
+    if (L->count) count_reset(w);
     if (L->check && !w->shadow) {
         void *s = mmap(nullptr, kArenaCap * sizeof(Shadow), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -698,9 +1115,10 @@ std::string shared_index(const ShRegion &r, size_t off) {
         const uint64_t d = dist(uintptr_t(r.base), r.size);
         if (d < best) {
             best = d;
-            what = fmt("element [%lld] of argument '%s' (%s)", index(uintptr_t(r.base), r.elem_size),
-                       r.name, elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1),
-                                         r.type_name, r.elem_size).c_str());
+            what = fmt("element [%lld] of %s '%s' (%s)", index(uintptr_t(r.base), r.elem_size),
+                       r.is_const == PMPP_REGION_CONSTANT ? "__constant__" : "argument", r.name,
+                       elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1), r.type_name,
+                                 r.elem_size).c_str());
         }
     }
     for (const ShRegion &r : w->regions) {
@@ -774,19 +1192,18 @@ void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool writ
     }
 }
 
-void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic) {
-    Fiber *f = cur_fiber();
-    if (!f) return;  // not inside a launch (e.g. static initialisers while loading)
-    if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return;
+// Where an access of kernel code lands: PMPP_SPACE_* (reporting it if out of bounds), or -1 for
+// the fiber's own stack (local variables: not counted).
+int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic) {
+    if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return -1;
     Worker *w = f->w;
     Launch *L = w->L;
-    if (!L->check) return;
     if (a - uintptr_t(w->arena) < kArenaCap) {
         for (const ShRegion &r : w->regions) {
             if (a - uintptr_t(r.base) < r.size) {
                 if (a + size > uintptr_t(r.base) + r.size) break;
-                if (!atomic) race_check(f, r, a, size, write, pc);
-                return;
+                if (L->check && !atomic) race_check(f, r, a, size, write, pc);
+                return PMPP_SPACE_SHARED;
             }
         }
         out_of_bounds(f, a, size, write, pc);
@@ -794,13 +1211,23 @@ void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomi
     for (int i = 0; i < L->d->nregions; ++i) {
         const pmpp_region_desc &r = L->d->regions[i];
         if (a - uintptr_t(r.base) < r.size) {
-            if (a + size <= uintptr_t(r.base) + r.size) return;
-            out_of_bounds(f, a, size, write, pc);
+            if (a + size > uintptr_t(r.base) + r.size) out_of_bounds(f, a, size, write, pc);
+            return r.is_const == PMPP_REGION_CONSTANT ? PMPP_SPACE_CONSTANT : PMPP_SPACE_GLOBAL;
         }
     }
     for (const auto &s : L->segs)
-        if (a >= s.first && a + size <= s.second) return;
+        if (a >= s.first && a + size <= s.second) return PMPP_SPACE_GLOBAL;  // __device__ variables
     out_of_bounds(f, a, size, write, pc);
+}
+
+void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic) {
+    Fiber *f = cur_fiber();
+    if (!f) return;  // not inside a launch (e.g. static initialisers while loading)
+    Worker *w = f->w;
+    if (!w->L->check && !w->L->count) return;
+    const int space = classify(f, a, size, write, pc, atomic);
+    if (space >= 0 && w->L->count)
+        count_access(w, f, space, atomic ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
 }
 
 }  // namespace
@@ -821,6 +1248,7 @@ int pmpp_syncthreads_op(int op, int predicate, const char *file, int line) {
     if (predicate) w->bar_pending++;
     f->state = AT_BARRIER;
     w->nbar++;
+    if (w->L->count) count_park(w, f);
     yield(w);
     switch (op) {
         case PMPP_BAR_COUNT: return w->bar_result;
@@ -892,7 +1320,7 @@ void *pmpp_shared_var(const void *site, size_t size, size_t align, const char *n
     char *p = w->arena + off;
     w->arena_used = off + size;
     w->sites.push_back({site, p});
-    if (L->check) {
+    if (L->check || L->count) {
         ShRegion r{p, size, elem_size, name, elem_type, rank, {1, 1, 1, 1}, false};
         for (int k = 0; k < rank && k < 4; ++k) r.ext[k] = extents[k];
         r.rank = std::min(rank, 4);
@@ -904,7 +1332,7 @@ void *pmpp_shared_var(const void *site, size_t size, size_t align, const char *n
 void *pmpp_dynamic_shared(const char *name, size_t elem_size, const char *elem_type) {
     Fiber *f = cur_fiber();
     Worker *w = f->w;
-    if (w->L->check && !w->dyn_registered) {
+    if ((w->L->check || w->L->count) && !w->dyn_registered) {
         w->regions.push_back(
             {w->dyn_base, w->dyn_size, elem_size, name, elem_type, 1, {1, 1, 1, 1}, true});
         w->dyn_registered = true;
@@ -952,6 +1380,7 @@ int pmpp_launch(pmpp_launch_desc *d) {
     const uint64_t nthr = uint64_t(L.bx) * L.by * L.bz;
     L.nblocks = uint64_t(L.gx) * L.gy * L.gz;
     L.check = d->check != 0;
+    L.count = d->count != 0;
     if (nthr == 0 || nthr > kMaxThreads) {
         report(&L, PMPP_ERR_LIMIT,
                fmt("a block of %llu threads: CUDA allows 1 to 1024 threads per block",
@@ -965,14 +1394,16 @@ int pmpp_launch(pmpp_launch_desc *d) {
         return d->error_kind;
     }
     L.nthr = uint32_t(nthr);
+    if (L.count) g_count = CountResult{};
     if (L.nblocks == 0) return PMPP_OK;
-    if (L.check) dl_iterate_phdr(collect_segment, &L);
+    if (L.check || L.count) dl_iterate_phdr(collect_segment, &L);
     const int nt = int(std::min<uint64_t>(std::max(1, std::min(d->nthreads, kMaxSlots)),
                                           L.nblocks));
     std::vector<std::thread> pool;
     for (int s = 1; s < nt; ++s) pool.emplace_back(worker_main, &L, s);
     worker_main(&L, 0);
     for (std::thread &t : pool) t.join();
+    if (L.count && d->error_kind == PMPP_OK) count_merge(nt);
     fflush(stdout);
     return d->error_kind;
 }
@@ -994,6 +1425,21 @@ int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size) {
 }
 
 const char *pmpp_runtime_version(void) { return "pmpp-cpu-runtime 1"; }
+
+// Count builds: g++'s -fsanitize-coverage=trace-pc calls this at the start of every basic block.
+__attribute__((noinline)) void __sanitizer_cov_trace_pc(void) {
+    Fiber *f = cur_fiber();
+    if (f && f->w->L->count) count_block(f->w, f, uintptr_t(__builtin_return_address(0)));
+}
+
+void pmpp_count_result(pmpp_count_summary *summary, pmpp_count_row *rows, uint64_t max_rows,
+                       pmpp_count_sample *samples, uint64_t max_samples) {
+    *summary = g_count.sum;
+    for (uint64_t i = 0; i < std::min<uint64_t>(max_rows, g_count.rows.size()); ++i)
+        rows[i] = g_count.rows[i];
+    for (uint64_t i = 0; i < std::min<uint64_t>(max_samples, g_count.samples.size()); ++i)
+        samples[i] = g_count.samples[i];
+}
 
 // Called by instrumented kernel code before every access (see the top of this file).
 #define PMPP_PC uintptr_t(__builtin_return_address(0))
