@@ -80,24 +80,47 @@ def _compile(nvcc: str, base: Path, target: Target, arch: str) -> list[dict]:
     src = (base / rel).resolve()
     if not src.is_file():
         raise FileNotFoundError(f"no kernel file {src} (targets name paths under {base})")
+    rows = _ptxas_report(nvcc, src.read_text(), str(src), arch, defines, names, (src.parent,))
+    return [dict(file=str(rel), **row) for row in rows]
+
+
+def check_source(text: str, arch: str = "sm_90", *, filename: str = "<source>",
+                 defines: Mapping[str, Any] | None = None, name_expressions: Sequence[str] = (),
+                 include_dirs: Sequence[str | os.PathLike] = ()) -> list[dict]:
+    """The resource report of one source text (a kernel file as loaded, or a string) for one arch:
+    rows as :func:`check_kernels` gives them, less ``file``. Errors name ``filename`` and its line."""
+    nvcc = find_nvcc()
+    rows = _ptxas_report(nvcc, text, filename, arch, defines or {}, tuple(name_expressions), include_dirs)
+    _demangle_rows(rows, nvcc)
+    return rows
+
+
+def _ptxas_report(nvcc: str, text: str, filename: str, arch: str, defines: Mapping[str, Any],
+                  names: Sequence[str], include_dirs: Sequence[str | os.PathLike]) -> list[dict]:
+    """``nvcc -arch=<arch> -Xptxas -v -c`` on ``text`` (template instances added for ``names``):
+    one row per kernel, names still mangled."""
     with tempfile.TemporaryDirectory(prefix="pmpp-cc-") as tmp:
-        copy = Path(tmp) / src.name
-        copy.write_text(instantiation_source(src, names))
+        copy = Path(tmp) / (Path(filename).name if filename.endswith(".cu") else "kernel.cu")
+        copy.write_text(_with_instantiations(text, filename, names))
         cmd = [nvcc, f"-arch={arch}", "-Xptxas", "-v", "-c", str(copy), "-o", str(Path(tmp) / "k.o"),
-               f"-I{src.parent}", *define_flags(defines)]
+               *(f"-I{d}" for d in include_dirs), *define_flags(defines)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        raise _name_expression_error(log, src, names) or _compile_error(log, str(src))
+        raise _name_expression_error(log, filename, names) or _compile_error(log, filename)
     defines_text = " ".join(f[2:] if f.startswith("-D") else f for f in define_flags(defines))
-    return [dict(file=str(rel), defines=defines_text, **row) for row in parse_ptxas(log)]
+    return [dict(defines=defines_text, **row) for row in parse_ptxas(log)]
 
 
 def instantiation_source(src: Path, names: Sequence[str]) -> str:
     """The source as nvcc should see it: a #line so errors name ``src``, then the file, then one
     host-side address-of per template name expression, e.g. ``&reduce5<256>``."""
-    text = src.read_text()
-    lines = [f'#line 1 "{src}"', text.rstrip("\n"), f'#line 1 "{_INSTANTIATIONS}"']
+    return _with_instantiations(src.read_text(), str(src), names)
+
+
+def _with_instantiations(text: str, filename: str, names: Sequence[str]) -> str:
+    escaped = filename.replace("\\", "/").replace('"', '\\"')
+    lines = [f'#line 1 "{escaped}"', text.rstrip("\n"), f'#line 1 "{_INSTANTIATIONS}"']
     lines += [f"__attribute__((unused)) static void* pmpp_instantiate_{i} = (void*)&{name};"
               for i, name in enumerate(names)]
     return "\n".join(lines) + "\n"
@@ -166,7 +189,7 @@ def kernel_name(demangled: str) -> str:
     return s.strip()
 
 
-def _name_expression_error(log: str, src: Path, names: Sequence[str]) -> CompileError | None:
+def _name_expression_error(log: str, src: str | Path, names: Sequence[str]) -> CompileError | None:
     m = re.search(re.escape(_INSTANTIATIONS) + r"\((\d+)\): (?:\w+ )?error\b[^:]*: (.*)", log)
     if m is None or not 1 <= int(m.group(1)) <= len(names):
         return None

@@ -45,6 +45,7 @@ METRICS = {
     "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": "wavefronts of shared stores",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "wavefronts beyond the conflict-free ones, stores",
     "smsp__sass_inst_executed_op_shared_atom.sum": "warp-level shared-memory atomics executed",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum": "wavefronts of shared-memory atomics",
     "smsp__thread_inst_executed_per_inst_executed.ratio":
         "active threads per executed warp instruction (here: per warp-level basic block executed)",
     "engine__basic_blocks_executed.sum":
@@ -198,6 +199,7 @@ class Counters(Mapping):
             m[f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum"] = wavefronts
             m[f"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{op}.sum"] = wavefronts - _sum(rows, "ideal_wavefronts")
         m["smsp__sass_inst_executed_op_shared_atom.sum"] = _sum(self._select("shared", "atom"), "executed")
+        m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum"] = _sum(self._select("shared", "atom"), "wavefronts")
         blocks = self._select("code", "block")
         m["smsp__thread_inst_executed_per_inst_executed.ratio"] = _ratio(_sum(blocks, "threads"), _sum(blocks, "executed"))
         m["engine__basic_blocks_executed.sum"] = _sum(blocks, "executed")

@@ -70,9 +70,11 @@ CASES = [
     # 16-byte loads, per quarter-warp: 4 wavefronts; 8 at stride 2.
     *[_case(f"shared_float4_{s}", "SharedFloat4", [_float_out(4 * N), ["scalar", "int32", s]],
             {SH_LD: WARPS, SH_LD_WF: WARPS * 4 * s, SH_LD_CONF: WARPS * 4 * (s - 1)}) for s in (1, 2)],
-    # Atomics on threadIdx.x % bins: the bins fit one sector up to 8 of them, 4 sectors for 32.
+    # Atomics on threadIdx.x % bins: the bins fit one sector up to 8 of them, 4 sectors for 32;
+    # lanes on one address are served one pass each, and a sector counts once per pass: 32 passes
+    # for 1 bin, 5 for 7 bins (lanes 0, 7, 14, 21, 28 on bin 0), 1 for 32 bins.
     *[_case(f"atomic_bins_{b}", "AtomicBins", [["zeros", "uint32", 32], ["scalar", "int32", b]],
-            {ATOM_REQ: WARPS, ATOM_SECT: WARPS * (1 if b <= 8 else 4),
+            {ATOM_REQ: WARPS, ATOM_SECT: WARPS * {1: 32, 7: 5, 32: 4}[b],
              "engine__atomics.sum": N,
              "engine__atomic_lanes_per_address.ratio": 32 / min(b, 32),
              # bin 0 gets threads 0, b, 2b, ... of each block: ceil(256 / b) of them, 4 blocks
@@ -80,7 +82,8 @@ CASES = [
       for b in (1, 7, 32)],
     # Shared-memory atomics into private bins, then one global atomic per bin and block.
     *[_case(f"shared_atomic_bins_{b}", "SharedAtomicBins", [["zeros", "uint32", 32], ["scalar", "int32", b]],
-            {SH_ATOM: WARPS, ATOM_REQ: GRID, "engine__atomics.sum": N + GRID * b,
+            {SH_ATOM: WARPS, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum": WARPS, ATOM_REQ: GRID,
+             "engine__atomics.sum": N + GRID * b,
              "engine__atomic_shared_max_updates_per_address": -(-BLOCK // b)})
       for b in (1, 7)],
 ]

@@ -84,6 +84,7 @@ struct Fiber {
     uint64_t wres;
     int32_t stack;  // index of the stack it runs on; -1: not started yet
     char *stack_lo, *stack_hi;
+    struct EvLog *log;  // count builds: this lane's events since the last barrier
 };
 
 struct Stack {
@@ -385,54 +386,97 @@ void warp_lane_exit(Worker *w, Fiber *f) {
 // address (pc), every atomic reaches it through pmpp_check_atomic, and in count builds g++'s
 // -fsanitize-coverage=trace-pc calls __sanitizer_cov_trace_pc() at the start of every basic block.
 //
-// The lanes of a warp run one after another, so warp instructions are put together afterwards: a
-// lane's k-th execution of a code address since the last __syncthreads() belongs to its warp's
-// k-th execution there. A warp's executions are complete once all its lanes have exited or wait at
-// a barrier; then each is costed (count_flush) and added to the totals of its code address:
-//   global memory: one request per execution, and the distinct 32-byte sectors its lanes touch;
+// The lanes of a warp run one after another, so each lane's events (the basic blocks it entered,
+// the accesses it made) are logged, and once all lanes of the warp have exited or wait at a
+// barrier, the warp's execution is put back together (count_flush) as a GPU runs it: with a
+// reconvergence stack, lanes that branch apart run one path after the other and meet again at the
+// branch's immediate post-dominator (the first block every path from the branch must reach), which
+// is what the compiler arranges on a GPU. The control-flow graph is the one the lanes of the block
+// were seen to take. Lanes that enter a block together execute its accesses together: the i-th
+// access of each is one warp instruction. Each is then costed as the load/store unit does:
+//   global memory: one request, and the distinct 32-byte sectors its lanes touch;
 //   shared memory: wavefronts, from the banks (4-byte word index mod 32) of the words touched:
 //     lanes on the same word share it (broadcast); 8-byte accesses are served per half-warp and
 //     16-byte ones per quarter-warp, each part taking as many wavefronts as the most distinct
 //     words one bank must deliver; a conflict is a wavefront beyond one per part that takes part;
-//   atomics: as their memory space, plus distinct addresses and same-address lanes, and over the
-//     launch (global) or the block (shared) the updates of each address;
+//   atomics: as their memory space (global: a sector once per lane on its busiest address, see
+//     cost_global_atomic), plus distinct addresses and same-address lanes, and over the launch
+//     (global) or the block (shared) the updates of each address;
 //   basic blocks: the lanes that execute them (control divergence).
 
-struct CInst {  // one warp-level execution of a memory access
+struct Ev {           // one event of one lane
+    uint64_t key;     // bytes << 52 | pc << 4 | space << 2 | op (bytes: 0 for a basic block)
+    uintptr_t addr;   // accesses: the address
+};
+
+// A lane's events since the last barrier: a plain growing array (appending is on the path of every
+// access, so it is kept to a compare and a store).
+struct EvLog {
+    Ev *data = nullptr;
+    size_t n = 0, cap = 0;
+    bool empty() const { return n == 0; }
+    size_t size() const { return n; }
+    void clear() { n = 0; }
+    const Ev &operator[](size_t i) const { return data[i]; }
+    const Ev *begin() const { return data; }
+    const Ev *end() const { return data + n; }
+    void push(const Ev &e) {
+        if (n == cap) grow();
+        data[n++] = e;
+    }
+    void grow() {
+        cap = cap ? 2 * cap : 256;
+        data = static_cast<Ev *>(realloc(data, cap * sizeof(Ev)));
+        if (!data) abort();
+    }
+};
+
+constexpr uint64_t kSiteMask = (uint64_t(1) << 52) - 1;  // the key without the bytes
+constexpr uint64_t kStopKey = ~uint64_t(0);               // "the lane stops here" (barrier, exit)
+inline uint64_t site_of(uint64_t key) { return key & kSiteMask; }
+inline uint32_t bytes_of(uint64_t key) { return uint32_t(key >> 52); }
+
+struct CInst {        // one warp-level execution of a memory access
     uint32_t mask;
     uint64_t addr[32];
 };
 
-struct CSite {  // one code address, for one warp, in the current barrier interval
-    uint64_t key = 0;              // pc << 4 | space << 2 | op; 0: empty slot
-    pmpp_count_row *row = nullptr;  // the code address's totals
-    uint64_t diverged_block = 0;   // 1 + the block in which this warp last diverged here
-    uint32_t n = 0;                // executions so far
-    uint32_t count[32] = {};       // executions so far, per lane
-    std::vector<uint32_t> inst;    // per execution: index into CWarp::pool, or (blocks) the lane mask
-};
-
-struct CWarp {
-    std::vector<CSite> sites;      // open addressing, power-of-two size
-    size_t used = 0;               // slots in use
-    std::vector<uint32_t> touched; // slots with executions in this interval
-    std::vector<CInst> pool;
+struct Row {          // the totals of one code address
+    pmpp_count_row r;
+    uint64_t diverged_block;  // 1 + the block whose warps in diverged_mask diverged here
+    uint32_t diverged_mask;
 };
 
 struct Count {
-    CWarp warps[32];
-    std::deque<std::pair<uint64_t, pmpp_count_row>> rows;  // by key; references stay valid
-    std::vector<uint64_t> row_index;   // open addressing over rows: key -> index + 1
+    EvLog ev[32][32];            // [warp][lane]: this barrier interval's events
+    std::deque<std::pair<uint64_t, Row>> rows;  // by key; references stay valid
+    std::vector<uint64_t> row_index;            // open addressing over rows: key -> index + 1
+    std::pair<uint64_t, Row *> row_cache[256] = {};  // the rows used last, by key
     std::vector<pmpp_count_sample> samples;
-    std::vector<std::pair<uintptr_t, uint64_t>> atom_global;  // address, updates (unsorted log)
+    std::vector<std::pair<uint64_t, uint32_t>> sample_k;  // sampled warp: executions per key
+    std::vector<std::pair<uintptr_t, uint64_t>> atom_global;  // address, updates (a log)
     std::vector<uintptr_t> atom_shared;                       // this block's shared atomic addresses
     std::vector<uint64_t> scratch;
     pmpp_count_summary sum{};
+    // The control-flow graph the lanes were seen to take: node 0 is where lanes resume after a
+    // barrier (or start), node 1 where they stop (a barrier, or exit); the others are basic blocks.
+    std::vector<uint64_t> node_key;                 // node -> block key
+    std::vector<std::pair<uint64_t, int>> node_of;  // open addressing: block key -> node
+    std::vector<std::vector<int>> succ, pred;
+    std::vector<uint64_t> edges;                    // open addressing: from << 32 | to, + 1
+    size_t nedges = 0;
+    bool cfg_changed = false;
+    std::vector<int> ipdom;                         // node -> immediate post-dominator
+    uint64_t resume[32] = {};                       // per warp: the barrier it resumed from (0: start)
 };
+
+// The nodes every lane ends at (a barrier, or exit) and starts from (a placeholder: each barrier,
+// and the kernel's start, is a node of its own, see resume_node).
+constexpr int kStop = 1;
 
 inline uint64_t mix(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
 
-pmpp_count_row *count_row(Count &C, uint64_t key) {
+Row &count_row(Count &C, uint64_t key) {
     if (C.row_index.size() < 2 * (C.rows.size() + 1)) {  // keep it at most half full
         std::vector<uint64_t> grown(std::max<size_t>(64, 2 * C.row_index.size()), 0);
         for (size_t i = 0; i < C.rows.size(); ++i) {
@@ -444,80 +488,29 @@ pmpp_count_row *count_row(Count &C, uint64_t key) {
     }
     size_t h = mix(key) & (C.row_index.size() - 1);
     while (C.row_index[h]) {
-        if (C.rows[C.row_index[h] - 1].first == key) return &C.rows[C.row_index[h] - 1].second;
+        if (C.rows[C.row_index[h] - 1].first == key) return C.rows[C.row_index[h] - 1].second;
         h = (h + 1) & (C.row_index.size() - 1);
     }
-    pmpp_count_row r{};
-    r.pc = key >> 4;
-    r.space = int32_t((key >> 2) & 3);
-    r.op = int32_t(key & 3);
-    C.rows.emplace_back(key, r);
+    Row row{};
+    row.r.pc = key >> 4;
+    row.r.space = int32_t((key >> 2) & 3);
+    row.r.op = int32_t(key & 3);
+    C.rows.emplace_back(key, row);
     C.row_index[h] = C.rows.size();
-    return &C.rows.back().second;
+    return C.rows.back().second;
 }
 
-CSite &count_site(Count &C, CWarp &cw, uint64_t key) {
-    if (cw.sites.empty()) cw.sites.resize(64);
-    size_t mask = cw.sites.size() - 1, h = mix(key) & mask;
-    while (cw.sites[h].key && cw.sites[h].key != key) h = (h + 1) & mask;
-    if (cw.sites[h].key) return cw.sites[h];
-    if (2 * (cw.used + 1) > cw.sites.size()) {  // grow (rare: sites persist for the whole launch)
-        std::vector<CSite> old;
-        old.swap(cw.sites);
-        cw.sites.resize(2 * old.size());
-        mask = cw.sites.size() - 1;
-        std::vector<uint32_t> touched;
-        for (size_t i = 0; i < old.size(); ++i) {
-            if (!old[i].key) continue;
-            size_t j = mix(old[i].key) & mask;
-            while (cw.sites[j].key) j = (j + 1) & mask;
-            const bool was_touched = old[i].n > 0;
-            cw.sites[j] = std::move(old[i]);
-            if (was_touched) touched.push_back(uint32_t(j));
-        }
-        cw.touched.swap(touched);
-        h = mix(key) & mask;
-        while (cw.sites[h].key) h = (h + 1) & mask;
-    }
-    CSite &s = cw.sites[h];
-    s.key = key;
-    s.row = count_row(C, key);
-    cw.used++;
-    return s;
+inline uint64_t event_key(uintptr_t pc, int space, int op) {
+    return (uint64_t(pc) << 4 | uint64_t(space) << 2 | uint64_t(op)) & kSiteMask;
 }
 
-inline uint32_t slot_of(const CWarp &cw, const CSite &s) { return uint32_t(&s - cw.sites.data()); }
-
-// The current lane's k-th execution of code address ``key`` joins its warp's k-th execution.
-inline CSite &count_event(Worker *w, Fiber *f, uint64_t key, uint32_t &k) {
-    Count &C = *w->cnt;
-    CWarp &cw = C.warps[f->warp];
-    CSite &s = count_site(C, cw, key);
-    k = s.count[f->lane]++;
-    if (k == s.n && s.n++ == 0) cw.touched.push_back(slot_of(cw, s));
-    return s;
+inline void count_block(Fiber *f, uintptr_t pc) {
+    f->log->push({event_key(pc, PMPP_SPACE_CODE, PMPP_OP_BLOCK), 0});
 }
 
-void count_block(Worker *w, Fiber *f, uintptr_t pc) {
-    uint32_t k;
-    CSite &s = count_event(w, f, uint64_t(pc) << 4 | PMPP_SPACE_CODE << 2 | PMPP_OP_BLOCK, k);
-    if (k == s.inst.size()) s.inst.push_back(0);
-    s.inst[k] |= 1u << f->lane;
-}
-
-void count_access(Worker *w, Fiber *f, int space, int op, uintptr_t a, size_t size, uintptr_t pc) {
-    uint32_t k;
-    CSite &s = count_event(w, f, uint64_t(pc) << 4 | uint64_t(space) << 2 | uint64_t(op), k);
-    CWarp &cw = w->cnt->warps[f->warp];
-    if (k == s.inst.size()) {
-        s.inst.push_back(uint32_t(cw.pool.size()));
-        cw.pool.emplace_back();
-        cw.pool.back().mask = 0;
-    }
-    CInst &in = cw.pool[s.inst[k]];
-    in.mask |= 1u << f->lane;
-    in.addr[f->lane] = a;
-    if (size > s.row->width) s.row->width = uint32_t(size);
+inline void count_access(Fiber *f, int space, int op, uintptr_t a, size_t size, uintptr_t pc) {
+    const uint64_t bytes = std::min<uint64_t>(size, 4095);
+    f->log->push({bytes << 52 | event_key(pc, space, op), a});
 }
 
 // Distinct values of v (sorted in place).
@@ -526,17 +519,21 @@ size_t distinct(uint64_t *v, size_t n) {
     return size_t(std::unique(v, v + n) - v);
 }
 
-// The most lanes of one execution on a single address.
-uint64_t most_on_one_address(const uint64_t *sorted, size_t n) {
-    uint64_t best = 0, run = 0;
-    for (size_t i = 0; i < n; ++i) {
-        run = (i && sorted[i] == sorted[i - 1]) ? run + 1 : 1;
-        best = std::max(best, run);
-    }
-    return best;
-}
-
 void cost_global(Count &C, pmpp_count_row &r, const CInst &in) {
+    const uint64_t width = std::max<uint32_t>(r.width, 1);
+    uint64_t last = 0, sectors = 0;
+    bool ascending = true;  // lanes at rising addresses (the usual case): count sectors in one pass
+    for (uint32_t m = in.mask; m && ascending; m &= m - 1) {
+        const uint64_t a = in.addr[__builtin_ctz(m)], first = a >> 5, end = (a + width - 1) >> 5;
+        if (m != in.mask && a < last) ascending = false;
+        else if (m == in.mask || first > (last + width - 1) >> 5) sectors += end - first + 1;
+        else if (end > (last + width - 1) >> 5) sectors += end - ((last + width - 1) >> 5);
+        last = a;
+    }
+    if (ascending) {
+        r.sectors += sectors;
+        return;
+    }
     std::vector<uint64_t> &v = C.scratch;
     v.clear();
     for (uint32_t m = in.mask; m; m &= m - 1) {
@@ -547,12 +544,37 @@ void cost_global(Count &C, pmpp_count_row &r, const CInst &in) {
     r.sectors += distinct(v.data(), v.size());
 }
 
+// Atomics: lanes on the same address are served one after another, each pass touching the sectors
+// that still have an update waiting, so a sector costs as many passes as the most lanes on one of
+// its addresses (on an H100, 32 lanes adding to one address count 32 sectors).
+void cost_global_atomic(Count &C, pmpp_count_row &r, const CInst &in) {
+    std::vector<uint64_t> &v = C.scratch;
+    v.clear();
+    for (uint32_t m = in.mask; m; m &= m - 1) v.push_back(in.addr[__builtin_ctz(m)]);
+    std::sort(v.begin(), v.end());
+    uint64_t sector = ~uint64_t(0), worst = 0, run = 0;
+    for (size_t i = 0; i <= v.size(); ++i) {
+        if (i == v.size() || (v[i] >> 5) != sector) {
+            r.sectors += worst;
+            if (i == v.size()) break;
+            sector = v[i] >> 5, worst = 0;
+        }
+        run = (i && v[i] == v[i - 1]) ? run + 1 : 1;
+        worst = std::max(worst, run);
+    }
+}
+
 void cost_addresses(Count &C, pmpp_count_row &r, const CInst &in) {
     std::vector<uint64_t> &v = C.scratch;
     v.clear();
     for (uint32_t m = in.mask; m; m &= m - 1) v.push_back(in.addr[__builtin_ctz(m)]);
     std::sort(v.begin(), v.end());
-    r.max_same_address = std::max(r.max_same_address, most_on_one_address(v.data(), v.size()));
+    uint64_t most = 0, run = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+        run = (i && v[i] == v[i - 1]) ? run + 1 : 1;
+        most = std::max(most, run);
+    }
+    r.max_same_address = std::max(r.max_same_address, most);
     r.addresses += size_t(std::unique(v.begin(), v.end()) - v.begin());
 }
 
@@ -577,16 +599,26 @@ void cost_shared(Count &C, pmpp_count_row &r, const CInst &in, uintptr_t window)
     }
 }
 
-void keep_sample(Worker *w, const CSite &s, uint32_t k, const CInst *in, uint32_t mask) {
+// The sampled warp's execution number of ``key`` (counted over the whole launch).
+uint32_t next_sample_k(Count &C, uint64_t key) {
+    for (auto &kc : C.sample_k)
+        if (kc.first == key) return kc.second++;
+    C.sample_k.emplace_back(key, 1);
+    return 0;
+}
+
+void keep_sample(Worker *w, uint64_t key, uint32_t width, const CInst *in, uint32_t mask) {
     Count &C = *w->cnt;
     Launch *L = w->L;
+    const uint32_t k = next_sample_k(C, key);
+    if (k >= PMPP_SAMPLES_PER_PC) return;
     pmpp_count_sample x{};
-    x.pc = s.key >> 4;
-    x.space = int32_t((s.key >> 2) & 3);
-    x.op = int32_t(s.key & 3);
+    x.pc = key >> 4;
+    x.space = int32_t((key >> 2) & 3);
+    x.op = int32_t(key & 3);
     x.k = k;
     x.mask = mask;
-    x.width = s.row->width;
+    x.width = width;
     x.region = -1;
     if (in) {
         const uint64_t first = in->addr[__builtin_ctz(mask)];
@@ -615,48 +647,275 @@ void keep_sample(Worker *w, const CSite &s, uint32_t k, const CInst *in, uint32_
     C.samples.push_back(x);
 }
 
-// Cost every execution the warp has completed since the last barrier, and start afresh.
+// One warp-level execution: its totals, and the lanes that took part.
+void cost_execution(Worker *w, uint32_t wi, uint64_t key, uint32_t width, const CInst *in, uint32_t mask) {
+    Count &C = *w->cnt;
+    auto &cached = C.row_cache[(key >> 4) & 255];
+    if (cached.first != key || !cached.second) cached = {key, &count_row(C, key)};
+    Row &row = *cached.second;
+    pmpp_count_row &r = row.r;
+    const int op = int(key & 3), space = int((key >> 2) & 3);
+    r.width = std::max(r.width, width);
+    r.executed++;
+    r.threads += uint64_t(__builtin_popcount(mask));
+    if (mask != w->warps[wi].exist) {
+        r.partial++;
+        if (row.diverged_block != w->cur_block + 1) row.diverged_block = w->cur_block + 1, row.diverged_mask = 0;
+        if (!(row.diverged_mask >> wi & 1)) row.diverged_mask |= 1u << wi, r.diverged_warps++;
+    }
+    if (space == PMPP_SPACE_GLOBAL && op == PMPP_OP_ATOM) cost_global_atomic(C, r, *in);
+    else if (space == PMPP_SPACE_GLOBAL) cost_global(C, r, *in);
+    if (space == PMPP_SPACE_SHARED) cost_shared(C, r, *in, uintptr_t(w->arena));
+    if (op == PMPP_OP_ATOM || space == PMPP_SPACE_CONSTANT) cost_addresses(C, r, *in);
+    if (op == PMPP_OP_ATOM) {
+        for (uint32_t m = mask; m; m &= m - 1) {
+            const uintptr_t a = in->addr[__builtin_ctz(m)];
+            if (space == PMPP_SPACE_SHARED) C.atom_shared.push_back(a);
+            else C.atom_global.emplace_back(a, 1);
+        }
+    }
+    if (w->cur_block == w->L->d->sample_block && wi == w->L->d->sample_warp)
+        keep_sample(w, key, r.width, in, mask);
+}
+
+// The accesses ``lanes`` make from their cursors up to their next basic block, together: the i-th
+// access of each lane is one warp instruction (lanes in one block run the same straight-line code).
+void run_together(Worker *w, uint32_t wi, uint32_t lanes, size_t *cur) {
+    EvLog *ev = w->cnt->ev[wi];
+    for (;;) {
+        uint32_t left = 0;  // lanes with an access still to make in this block
+        for (uint32_t m = lanes; m; m &= m - 1) {
+            const uint32_t l = __builtin_ctz(m);
+            if (cur[l] < ev[l].size() && (ev[l][cur[l]].key & 3) != PMPP_OP_BLOCK) left |= 1u << l;
+        }
+        if (!left) return;
+        while (left) {  // normally one pass: all lanes at the same access
+            const uint64_t key = site_of(ev[__builtin_ctz(left)][cur[__builtin_ctz(left)]].key);
+            CInst in;
+            in.mask = 0;
+            uint32_t width = 0;
+            for (uint32_t m = left; m; m &= m - 1) {
+                const uint32_t l = __builtin_ctz(m);
+                const Ev &e = ev[l][cur[l]];
+                if (site_of(e.key) != key) continue;
+                in.mask |= 1u << l;
+                in.addr[l] = e.addr;
+                width = std::max(width, bytes_of(e.key));
+                cur[l]++;
+            }
+            left &= ~in.mask;
+            cost_execution(w, wi, key, width, &in, in.mask);
+        }
+    }
+}
+
+// ---- the control-flow graph and its post-dominators
+
+int cfg_node(Count &C, uint64_t key) {
+    if (C.node_of.size() < 2 * (C.node_key.size() + 1)) {
+        std::vector<std::pair<uint64_t, int>> grown(std::max<size_t>(64, 2 * C.node_of.size()), {0, -1});
+        for (int n = 0; n < int(C.node_key.size()); ++n) {
+            size_t h = mix(C.node_key[n]) & (grown.size() - 1);
+            while (grown[h].second >= 0) h = (h + 1) & (grown.size() - 1);
+            grown[h] = {C.node_key[n], n};
+        }
+        C.node_of.swap(grown);
+    }
+    size_t h = mix(key) & (C.node_of.size() - 1);
+    while (C.node_of[h].second >= 0) {
+        if (C.node_of[h].first == key) return C.node_of[h].second;
+        h = (h + 1) & (C.node_of.size() - 1);
+    }
+    const int n = int(C.node_key.size());
+    C.node_of[h] = {key, n};
+    C.node_key.push_back(key);
+    C.succ.emplace_back();
+    C.pred.emplace_back();
+    return n;
+}
+
+void cfg_edge(Count &C, int from, int to) {
+    const uint64_t e = (uint64_t(uint32_t(from)) << 32 | uint32_t(to)) + 1;
+    if (C.edges.size() < 2 * (C.nedges + 1)) {
+        std::vector<uint64_t> grown(std::max<size_t>(256, 2 * C.edges.size()), 0);
+        for (uint64_t x : C.edges) {
+            if (!x) continue;
+            size_t h = mix(x) & (grown.size() - 1);
+            while (grown[h]) h = (h + 1) & (grown.size() - 1);
+            grown[h] = x;
+        }
+        C.edges.swap(grown);
+    }
+    size_t h = mix(e) & (C.edges.size() - 1);
+    while (C.edges[h]) {
+        if (C.edges[h] == e) return;
+        h = (h + 1) & (C.edges.size() - 1);
+    }
+    C.edges[h] = e;
+    C.nedges++;
+    C.succ[from].push_back(to);
+    C.pred[to].push_back(from);
+    C.cfg_changed = true;
+}
+
+// Immediate post-dominators: dominators of the reversed graph rooted at kStop (Cooper, Harvey and
+// Kennedy, "A Simple, Fast Dominance Algorithm", 2001).
+void cfg_post_dominators(Count &C) {
+    const int n = int(C.node_key.size());
+    std::vector<int> order, number(n, -1);  // reverse post-order of the reversed graph
+    std::vector<std::pair<int, size_t>> stack{{kStop, 0}};
+    std::vector<char> seen(n, 0);
+    seen[kStop] = 1;
+    while (!stack.empty()) {
+        auto &[v, i] = stack.back();
+        if (i < C.pred[v].size()) {
+            const int u = C.pred[v][i++];
+            if (!seen[u]) seen[u] = 1, stack.push_back({u, 0});
+        } else {
+            order.push_back(v);
+            stack.pop_back();
+        }
+    }
+    std::reverse(order.begin(), order.end());
+    for (size_t i = 0; i < order.size(); ++i) number[order[i]] = int(i);
+    std::vector<int> &idom = C.ipdom;
+    idom.assign(n, -1);
+    idom[kStop] = kStop;
+    auto intersect = [&](int a, int b) {
+        while (a != b) {
+            while (number[a] > number[b]) a = idom[a];
+            while (number[b] > number[a]) b = idom[b];
+        }
+        return a;
+    };
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int v : order) {
+            if (v == kStop) continue;
+            int best = -1;
+            for (int u : C.succ[v])  // predecessors in the reversed graph
+                if (idom[u] >= 0) best = best < 0 ? u : intersect(u, best);
+            if (best >= 0 && idom[v] != best) idom[v] = best, changed = true;
+        }
+    }
+    for (int v = 0; v < n; ++v)
+        if (idom[v] < 0) idom[v] = kStop;  // not seen to reach a stop: reconverge there
+    C.cfg_changed = false;
+}
+
+// Add the paths the warp's lanes took since the last barrier to the block's control-flow graph.
+void cfg_add_warp(Count &C, EvLog *ev, uint64_t resume_key) {
+    const int resume = cfg_node(C, resume_key);
+    for (uint32_t l = 0; l < 32; ++l) {
+        if (ev[l].empty()) continue;
+        int from = resume;
+        uint64_t from_key = resume_key;
+        for (const Ev &e : ev[l]) {
+            if ((e.key & 3) != PMPP_OP_BLOCK) continue;
+            if (e.key == from_key) continue;  // a block that loops to itself: its edge is in already
+            const int to = cfg_node(C, e.key);
+            cfg_edge(C, from, to);
+            from = to, from_key = e.key;
+        }
+        cfg_edge(C, from, kStop);
+    }
+    if (C.cfg_changed) cfg_post_dominators(C);
+}
+
+// The usual case: every lane of ``all`` made the same events (the same blocks, the same accesses,
+// in the same order), so the warp never went apart: its i-th events are one warp instruction.
+bool replay_converged(Worker *w, uint32_t wi, uint32_t all) {
+    EvLog *ev = w->cnt->ev[wi];
+    const uint32_t first = __builtin_ctz(all);
+    const size_t n = ev[first].size();
+    for (uint32_t m = all & (all - 1); m; m &= m - 1) {
+        const EvLog &other = ev[__builtin_ctz(m)];
+        if (other.size() != n) return false;
+        for (size_t i = 0; i < n; ++i)
+            if (site_of(other[i].key) != site_of(ev[first][i].key)) return false;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const uint64_t key = site_of(ev[first][i].key);
+        if ((key & 3) == PMPP_OP_BLOCK) {
+            cost_execution(w, wi, key, 0, nullptr, all);
+            continue;
+        }
+        CInst in;
+        in.mask = all;
+        uint32_t width = 0;
+        for (uint32_t m = all; m; m &= m - 1) {
+            const uint32_t l = __builtin_ctz(m);
+            in.addr[l] = ev[l][i].addr;
+            width = std::max(width, bytes_of(ev[l][i].key));
+        }
+        cost_execution(w, wi, key, width, &in, all);
+    }
+    return true;
+}
+
+void finish_flush(Count &C, EvLog *ev);
+
+// Put the warp's execution since the last barrier back together (see the top of this section),
+// cost it, and start afresh. Nodes of the replay are block keys; the control-flow graph is only
+// needed where the warp's lanes go apart.
 void count_flush(Worker *w, uint32_t wi) {
     Count &C = *w->cnt;
-    CWarp &cw = C.warps[wi];
-    Launch *L = w->L;
-    const uint32_t exist = w->warps[wi].exist;
-    const bool sampled = w->cur_block == L->d->sample_block && wi == L->d->sample_warp;
-    const uintptr_t window = uintptr_t(w->arena);
-    for (uint32_t slot : cw.touched) {
-        CSite &s = cw.sites[slot];
-        pmpp_count_row &r = *s.row;
-        const int op = int(s.key & 3), space = int((s.key >> 2) & 3);
-        for (uint32_t k = 0; k < s.n; ++k) {
-            const CInst *in = op == PMPP_OP_BLOCK ? nullptr : &cw.pool[s.inst[k]];
-            const uint32_t mask = in ? in->mask : s.inst[k];
-            r.executed++;
-            r.threads += uint64_t(__builtin_popcount(mask));
-            if (mask != exist) {
-                r.partial++;
-                if (s.diverged_block != w->cur_block + 1) {
-                    s.diverged_block = w->cur_block + 1;
-                    r.diverged_warps++;
-                }
-            }
-            if (space == PMPP_SPACE_GLOBAL) cost_global(C, r, *in);
-            if (space == PMPP_SPACE_SHARED) cost_shared(C, r, *in, window);
-            if (op == PMPP_OP_ATOM || space == PMPP_SPACE_CONSTANT) cost_addresses(C, r, *in);
-            if (op == PMPP_OP_ATOM) {
-                for (uint32_t m = mask; m; m &= m - 1) {
-                    const uintptr_t a = in->addr[__builtin_ctz(m)];
-                    if (space == PMPP_SPACE_SHARED) C.atom_shared.push_back(a);
-                    else C.atom_global.emplace_back(a, 1);
-                }
-            }
-            if (sampled && k < PMPP_SAMPLES_PER_PC) keep_sample(w, s, k, in, mask);
+    EvLog *ev = C.ev[wi];
+    if (C.node_key.empty()) cfg_node(C, kStopKey - 1), cfg_node(C, kStopKey);  // 0 (unused), kStop
+    // Where the lanes resumed: a node of its own per barrier (code after different barriers must
+    // not look like branches of one node); its key cannot be a basic block's (op is not BLOCK).
+    const uint64_t resume_key = event_key(uintptr_t(C.resume[wi]), PMPP_SPACE_CODE, PMPP_OP_ST);
+    size_t cur[32] = {};
+    uint32_t all = 0;
+    for (uint32_t l = 0; l < 32; ++l)
+        if (!ev[l].empty()) all |= 1u << l;
+    if (all && replay_converged(w, wi, all)) return finish_flush(C, ev);
+    bool in_graph = false;
+    auto next_key = [&](uint32_t l) { return cur[l] < ev[l].size() ? ev[l][cur[l]].key : kStopKey; };
+    run_together(w, wi, all, cur);  // from where the lanes resumed to their first block: together
+    struct Entry {
+        uint64_t node, rejoin;  // block keys
+        uint32_t mask;
+    };
+    std::vector<Entry> stack{{resume_key, kStopKey, all}};
+    while (!stack.empty()) {
+        const Entry e = stack.back();
+        if (e.node == e.rejoin || e.node == kStopKey) {
+            stack.pop_back();
+            continue;
         }
-        s.n = 0;
-        memset(s.count, 0, sizeof s.count);
-        s.inst.clear();
+        if (e.node != resume_key) {  // the lanes of e.mask run block e.node together
+            cost_execution(w, wi, e.node, 0, nullptr, e.mask);
+            for (uint32_t m = e.mask; m; m &= m - 1) cur[__builtin_ctz(m)]++;
+            run_together(w, wi, e.mask, cur);
+        }
+        const uint64_t first = next_key(__builtin_ctz(e.mask));
+        bool diverged = false;
+        for (uint32_t m = e.mask & (e.mask - 1); m && !diverged; m &= m - 1)
+            diverged = next_key(__builtin_ctz(m)) != first;
+        if (!diverged) {
+            stack.back().node = first;
+            continue;
+        }
+        if (!in_graph) cfg_add_warp(C, ev, resume_key), in_graph = true;
+        const uint64_t rejoin = C.node_key[C.ipdom[cfg_node(C, e.node)]];
+        stack.back().node = rejoin;  // the lanes wait there for each other
+        uint32_t left = e.mask;
+        while (left) {
+            const uint64_t to = next_key(__builtin_ctz(left));
+            uint32_t group = 0;
+            for (uint32_t m = left; m; m &= m - 1)
+                if (next_key(__builtin_ctz(m)) == to) group |= 1u << __builtin_ctz(m);
+            left &= ~group;
+            if (to != rejoin) stack.push_back({to, rejoin, group});
+        }
     }
-    cw.touched.clear();
-    cw.pool.clear();
+    finish_flush(C, ev);
+}
+
+// The warp's lanes clear their logs; the log of global atomics is kept short.
+void finish_flush(Count &C, EvLog *ev) {
+    for (uint32_t l = 0; l < 32; ++l) ev[l].clear();
     if (C.atom_global.size() > (1u << 16)) {  // keep the log short: merge updates per address
         std::sort(C.atom_global.begin(), C.atom_global.end());
         size_t o = 0;
@@ -676,7 +935,24 @@ inline void count_park(Worker *w, Fiber *f) {
     if (++W.parked == uint32_t(__builtin_popcount(W.exist))) count_flush(w, f->warp);
 }
 
-void count_block_start(Worker *w) { w->cnt->atom_shared.clear(); }
+// The control-flow graph is the block's own: what its lanes were seen to take. (One graph for the
+// launch would see more paths, but which ones depends on the order in which OS threads run blocks,
+// and counts must not change from run to run.)
+void cfg_clear(Count &C) {
+    C.node_key.clear();
+    C.node_of.clear();
+    C.succ.clear();
+    C.pred.clear();
+    C.edges.clear();
+    C.nedges = 0;
+    C.ipdom.clear();
+}
+
+void count_block_start(Worker *w, uint32_t nwarps) {
+    w->cnt->atom_shared.clear();
+    for (uint32_t i = 0; i < nwarps; ++i) w->cnt->resume[i] = 0;
+    cfg_clear(*w->cnt);
+}
 
 void count_block_end(Worker *w, uint32_t nwarps) {
     Count &C = *w->cnt;
@@ -695,18 +971,17 @@ void count_block_end(Worker *w, uint32_t nwarps) {
 void count_reset(Worker *w) {
     if (!w->cnt) w->cnt = new Count;
     Count &C = *w->cnt;
-    for (CWarp &cw : C.warps) {
-        cw.sites.clear();
-        cw.used = 0;
-        cw.touched.clear();
-        cw.pool.clear();
-    }
+    for (auto &warp : C.ev)
+        for (auto &lane : warp) lane.clear();
     C.rows.clear();
     C.row_index.clear();
+    for (auto &cached : C.row_cache) cached = {0, nullptr};
     C.samples.clear();
+    C.sample_k.clear();
     C.atom_global.clear();
     C.atom_shared.clear();
     C.sum = pmpp_count_summary{};
+    cfg_clear(C);
 }
 
 // The last counted launch, merged over the OS threads that ran it.
@@ -732,8 +1007,8 @@ void count_merge(int nworkers) {
         if (!w || !w->cnt) continue;
         Count &C = *w->cnt;
         for (auto &kr : C.rows) {
-            pmpp_count_row &m = *count_row(merged, kr.first);
-            const pmpp_count_row &r = kr.second;
+            pmpp_count_row &m = count_row(merged, kr.first).r;
+            const pmpp_count_row &r = kr.second.r;
             m.width = std::max(m.width, r.width);
             m.executed += r.executed, m.threads += r.threads, m.partial += r.partial;
             m.diverged_warps += r.diverged_warps, m.sectors += r.sectors;
@@ -759,8 +1034,8 @@ void count_merge(int nworkers) {
         i = j;
     }
     for (auto &kr : merged.rows) {
-        kr.second.pc = module_offset(kr.second.pc);
-        out.rows.push_back(kr.second);
+        kr.second.r.pc = module_offset(kr.second.r.pc);
+        out.rows.push_back(kr.second.r);
     }
     for (pmpp_count_sample &x : out.samples) x.pc = module_offset(x.pc);
     std::sort(out.samples.begin(), out.samples.end(), [](const auto &a, const auto &b) {
@@ -885,10 +1160,15 @@ bool release_barrier(Worker *w) {
         }
     }
     if (L->count) {
+        const Fiber *waiting = nullptr;
+        for (uint32_t i = 0; i < w->n && !waiting; ++i)
+            if (w->fibers[i].state == AT_BARRIER) waiting = &w->fibers[i];
+        const uint64_t where = (uintptr_t(waiting->bar_file) * 0x9E3779B1u) ^ uint64_t(waiting->bar_line);
         for (uint32_t i = 0; i < (w->n + 31) / 32; ++i) {
             Warp &W = w->warps[i];
             if (W.parked > W.ndone) w->cnt->sum.barriers++;  // the warp executed this barrier
             W.parked = W.ndone;
+            w->cnt->resume[i] = (where & ((uint64_t(1) << 59) - 1)) | 1;  // never 0, the start
         }
     }
     w->bar_result = w->bar_pending;
@@ -946,7 +1226,7 @@ void run_block(Worker *w, uint64_t b) {
         W.live = W.exist = lanes == 32 ? ~0u : (1u << lanes) - 1;
         W.arrived = W.ndone = W.parked = 0;
     }
-    if (L->count) count_block_start(w);
+    if (L->count) count_block_start(w, (n + 31) / 32);
     for (uint32_t i = 0; i < n; ++i) {
         Fiber &f = w->fibers[i];
         f.c.thread_idx = {i % L->bx, (i / L->bx) % L->by, i / (L->bx * L->by)};
@@ -1025,14 +1305,15 @@ bool prepare(Worker *w, Launch *L) {
             w->stacks[i].hi = base + stride - ((i / 32) % 64) * 64;
         }
     }
+    if (L->count) count_reset(w);
     for (uint32_t i = 0; i < L->nthr; ++i) {
         Fiber &f = w->fibers[i];
         f.w = w;
         f.lin = i;
         f.lane = i % 32;
         f.warp = i / 32;
+        f.log = L->count ? &w->cnt->ev[f.warp][f.lane] : nullptr;
     }
-    if (L->count) count_reset(w);
     if (L->check && !w->shadow) {
         void *s = mmap(nullptr, kArenaCap * sizeof(Shadow), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -1227,7 +1508,7 @@ void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomi
     if (!w->L->check && !w->L->count) return;
     const int space = classify(f, a, size, write, pc, atomic);
     if (space >= 0 && w->L->count)
-        count_access(w, f, space, atomic ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
+        count_access(f, space, atomic ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
 }
 
 }  // namespace
@@ -1429,7 +1710,7 @@ const char *pmpp_runtime_version(void) { return "pmpp-cpu-runtime 1"; }
 // Count builds: g++'s -fsanitize-coverage=trace-pc calls this at the start of every basic block.
 __attribute__((noinline)) void __sanitizer_cov_trace_pc(void) {
     Fiber *f = cur_fiber();
-    if (f && f->w->L->count) count_block(f->w, f, uintptr_t(__builtin_return_address(0)));
+    if (f && f->w->L->count) count_block(f, uintptr_t(__builtin_return_address(0)));
 }
 
 void pmpp_count_result(pmpp_count_summary *summary, pmpp_count_row *rows, uint64_t max_rows,
