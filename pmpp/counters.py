@@ -88,10 +88,11 @@ class Access:
     ideal_wavefronts: int = 0
     addresses: int = 0
     max_same_address: int = 0
+    site: int = 0                 # the code address (one source line can hold several accesses)
 
     @property
     def key(self) -> tuple:
-        return (self.file, self.line, self.space, self.op)
+        return (self.file, self.line, self.space, self.op, self.site)
 
     @property
     def lanes_per_execution(self) -> float:
@@ -116,7 +117,7 @@ class Access:
 
     def __add__(self, other: "Access") -> "Access":
         if other.key != self.key:
-            raise ValueError("only counts of the same line and kind add up")
+            raise ValueError("only counts of the same access add up")
         total = {f: getattr(self, f) + getattr(other, f) for f in
                  ("executed", "threads", "partial", "diverged_warps", "sectors", "wavefronts",
                   "ideal_wavefronts", "addresses")}
@@ -139,6 +140,7 @@ class Sample:
     array: str                    # argument or __shared__ array of the first active lane
     array_offset: int             # shared: where that array starts in shared memory
     offsets: tuple                # per lane (None where the lane took no part)
+    site: int = 0                 # the code address
 
     @property
     def lanes(self) -> list[int]:
@@ -147,6 +149,11 @@ class Sample:
     def sectors(self) -> dict[int, int]:
         """lane -> first 32-byte sector it touches (global; arrays start on a sector boundary)."""
         return {lane: self.offsets[lane] // 32 for lane in self.lanes}
+
+    @property
+    def ideal_sectors(self) -> int:
+        """The fewest sectors the active lanes' bytes fit in: width x lanes / 32, rounded up."""
+        return -(-max(self.width, 1) * len(self.lanes) // 32)
 
     def banks(self) -> dict[int, int]:
         """lane -> bank of the first 4-byte word it touches (shared)."""
@@ -240,11 +247,12 @@ class Counters(Mapping):
         lines = text.splitlines()
         return lines[line - 1].rstrip() if 0 < line <= len(lines) else ""
 
-    def sample(self, line: int | None = None, *, space: str | None = None, op: str | None = None,
-               k: int = 0, file: str | None = None) -> Sample:
-        """The recorded execution of the sampled warp at ``line`` (the first access there of
-        ``space``/``op`` if given), its ``k``-th execution (k-th loop iteration since the last
-        barrier, for a line in a loop)."""
+    def sample(self, line: int | str | None = None, *, space: str | None = None, op: str | None = None,
+               k: int = 0, nth: int = 0, file: str | None = None) -> Sample:
+        """The sampled warp's ``k``-th execution (over the launch: the k-th time round a loop) of an
+        access at ``line`` (a number, or text the line contains), of ``space``/``op`` if given; where
+        the line makes several such accesses, the ``nth`` in code order."""
+        line = self.find(line) if isinstance(line, str) else line
         found = [s for s in self.samples
                  if (line is None or s.line == line) and (space is None or s.space == space)
                  and (op is None or s.op == op) and (file is None or s.file == file) and s.op != "block"]
@@ -253,13 +261,27 @@ class Counters(Mapping):
                            f"{'' if space is None else f' to {space} memory'}"
                            f"{'' if op is None else f' ({op})'}; lines with one: "
                            f"{sorted({s.line for s in self.samples if s.op != 'block'})}")
-        executions = [s for s in found if (s.file, s.line, s.space, s.op) == (found[0].file, found[0].line,
-                                                                               found[0].space, found[0].op)]
+        first = found[0]
+        sites = sorted({s.site for s in found if (s.file, s.line, s.space, s.op) == (first.file, first.line,
+                                                                                      first.space, first.op)})
+        if nth >= len(sites):
+            raise KeyError(f"line {first.line} makes {len(sites)} {first.space} {first.op} access(es); nth={nth}")
+        executions = [s for s in found if s.site == sites[nth]]
         picked = [s for s in executions if s.k == k]
         if not picked:
-            raise KeyError(f"the sampled warp executed line {found[0].line} {len(executions)} times; k={k} is "
-                           f"past that")
+            raise KeyError(f"the sampled warp made this access {len(executions)} times; k={k} is past that")
         return picked[0]
+
+    def find(self, text: str, file: str | None = None) -> int:
+        """The number of the first source line that contains ``text`` (so that a notebook names a
+        line by its code, not by a number that moves when the file is edited)."""
+        for name, source in self.source.items():
+            if file is not None and name != file:
+                continue
+            for number, line in enumerate(source.splitlines(), start=1):
+                if text in line:
+                    return number
+        raise KeyError(f"no line contains {text!r}")
 
     def __add__(self, other: "Counters") -> "Counters":
         merged: dict[tuple, Access] = {}
@@ -291,10 +313,10 @@ class Counters(Mapping):
         names = ", ".join(sorted({k[0] for k in self.kernels}))
         return f"<pmpp.Counters of {names}: {len(self.kernels)} launch(es), {len(self.lines)} lines>"
 
-    def listing(self, file: str | None = None) -> str:
+    def listing(self, file: str | None = None, *, lines: tuple | None = None) -> "Listing":
         """The kernel file, each line that accesses memory or branches annotated with its counts
-        (see :func:`annotate`); the worst lines marked with ``>>``."""
-        return annotate(self, file)
+        (:func:`annotate`); the worst lines marked with ``>>`` (highlighted in a notebook)."""
+        return annotate(self, file, lines=lines)
 
 
 def _sum(rows: Sequence[Access], name: str) -> int:
@@ -312,7 +334,8 @@ def _fmt(value: float) -> str:
 
 
 def _line_row(file: str, line: int, rows: Sequence[Access], text: str) -> dict:
-    """A line's counts: global requests and sectors, shared wavefronts and conflicts, lanes."""
+    """A line's counts: global requests and sectors, shared wavefronts and conflicts, lanes; and per
+    kind of access (``"global.ld"``, ...) its requests, sectors or wavefronts per request."""
     def pick(space, ops=("ld", "st", "atom")):
         return [r for r in rows if r.space == space and r.op in ops]
 
@@ -322,9 +345,18 @@ def _line_row(file: str, line: int, rows: Sequence[Access], text: str) -> dict:
     ideal = sum(r.executed * r.ideal_sectors_per_request for r in glob)
     wavefronts, ideal_wf = _sum(shared, "wavefronts"), _sum(shared, "ideal_wavefronts")
     lanes_rows = memory or code
+    per_kind: dict[str, list] = {}
+    for r in sorted(memory, key=lambda r: r.site):
+        per_kind.setdefault(f"{r.space}.{r.op}", []).append({
+            "requests": r.executed, "width": r.width, "lanes": r.lanes_per_execution,
+            "sectors_per_request": r.sectors_per_request, "ideal_sectors_per_request": r.ideal_sectors_per_request,
+            "wavefronts_per_request": r.wavefronts / r.executed if r.executed else 0.0,
+            "bank_conflict_degree": r.conflict_degree,
+            "addresses_per_request": r.addresses / r.executed if r.executed else 0.0})
     return {
         "file": file, "line": line, "source": text,
-        "kinds": " ".join(sorted({f"{r.space}.{r.op}" for r in memory})),
+        "kinds": " ".join(sorted(per_kind)),
+        "per_kind": per_kind,
         "global_requests": requests,
         "sectors_per_request": _ratio(sectors, requests),
         "ideal_sectors_per_request": _ratio(ideal, requests),
@@ -338,31 +370,79 @@ def _line_row(file: str, line: int, rows: Sequence[Access], text: str) -> dict:
     }
 
 
-def annotate(counters: Counters, file: str | None = None) -> str:
-    """A kernel listing with, for each counted line: sectors per request (global, against the
-    ideal for the width), wavefronts per request (shared: the bank-conflict degree), and active
-    lanes per executed warp instruction. Lines far from their ideal are marked ``>>``."""
-    file = file or (counters.accesses[0].file if counters.accesses else None)
-    text = counters.source.get(file, "")
-    rows = {r["line"]: r for r in counters.lines if r["file"] == file}
-    out = [f"{'':2} {'line':>4}  {'sect/req':>9} {'wavef/req':>9} {'lanes':>5}  source ({file})"]
-    for number, src in enumerate(text.splitlines(), start=1):
-        r = rows.get(number)
-        if r is None:
-            out.append(f"{'':2} {number:>4}  {'':>9} {'':>9} {'':>5}  {src}")
-            continue
-        sect = f"{r['sectors_per_request']:.1f}/{r['ideal_sectors_per_request']:.0f}" if r["global_requests"] else ""
-        wave = f"{r['wavefronts_per_request']:.1f}" if r["shared_requests"] else ""
-        mark = ">>" if _worst(r) else ""
-        out.append(f"{mark:2} {number:>4}  {sect:>9} {wave:>9} {r['active_lanes']:>5.1f}  {src}")
-    return "\n".join(out)
-
-
 def _worst(row: Mapping[str, Any]) -> bool:
     """A line to look at: global sectors per request at least twice the ideal, a bank-conflict
     degree of 2 or more, or fewer than half the lanes active."""
-    return ((row["global_requests"] and row["sectors_per_request"] >= 2 * row["ideal_sectors_per_request"])
-            or row["bank_conflict_degree"] >= 2 or (row["executed"] and row["active_lanes"] < 16))
+    return bool((row["global_requests"] and row["sectors_per_request"] >= 2 * row["ideal_sectors_per_request"])
+                or row["bank_conflict_degree"] >= 2 or (row["executed"] and row["active_lanes"] < 16))
+
+
+def _kind_cell(row: Mapping[str, Any], space: str) -> str:
+    """``"ld 1.0/4 8.0/4 st 4.0/4"``: for each access of ``space`` on the line, in code order,
+    sectors per request against the ideal (global) or wavefronts per request (shared)."""
+    parts = []
+    for kind, sites in sorted(row["per_kind"].items()):
+        if not kind.startswith(space + "."):
+            continue
+        if space == "global":
+            values = [f"{k['sectors_per_request']:.1f}/{k['ideal_sectors_per_request']}" for k in sites]
+        else:
+            values = [f"{k['wavefronts_per_request']:.1f}" for k in sites]
+        parts.append(kind.split(".")[1] + " " + " ".join(values))
+    return " ".join(parts)
+
+
+@dataclass
+class Listing:
+    """A kernel file with each counted line's numbers beside it (``print`` it, or let Jupyter show
+    it as a table with the worst lines highlighted)."""
+
+    file: str
+    lines: list          # (number, source text, the line's row of Counters.lines or None)
+
+    COLUMNS = ("sectors/request (global, /ideal)", "wavefronts/request (shared)", "active lanes", "warps diverged")
+
+    def _cells(self, row) -> tuple:
+        if row is None:
+            return ("", "", "", "")
+        return (_kind_cell(row, "global"), _kind_cell(row, "shared"), f"{row['active_lanes']:.1f}",
+                str(row["diverged_warps"]) if row["diverged_warps"] else "")
+
+    def __str__(self) -> str:
+        cells = [self._cells(row) for _, _, row in self.lines]
+        widths = [max([len(h.split(" (")[0])] + [len(c[i]) for c in cells]) for i, h in enumerate(self.COLUMNS)]
+        head = "   line  " + "  ".join(h.split(" (")[0].rjust(w) for h, w in zip(self.COLUMNS, widths)) + "  " + self.file
+        out = [head]
+        for (number, text, row), cell in zip(self.lines, cells):
+            mark = ">>" if row is not None and _worst(row) else "  "
+            out.append(f"{mark} {number:>5}  " + "  ".join(c.rjust(w) for c, w in zip(cell, widths)) + f"  {text}")
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in ("line", *self.COLUMNS, "source"))
+        body = []
+        for number, text, row in self.lines:
+            style = " style='background:#fde2e1'" if row is not None and _worst(row) else ""
+            cells = "".join(f"<td style='text-align:right;white-space:nowrap'>{html.escape(c)}</td>"
+                            for c in self._cells(row))
+            body.append(f"<tr{style}><td>{number}</td>{cells}<td style='text-align:left'>"
+                        f"<pre style='margin:0'>{html.escape(text)}</pre></td></tr>")
+        return (f"<p><code>{html.escape(self.file)}</code>, counted on pmpp's CPU engine; highlighted: sectors per "
+                "request at least twice the ideal, a bank conflict, or fewer than half the lanes active</p>"
+                f"<table><tr>{head}</tr>{''.join(body)}</table>")
+
+
+def annotate(counters: Counters, file: str | None = None, *, lines: tuple | None = None) -> Listing:
+    """The kernel file of ``counters`` (or ``file``) with each counted line's numbers; ``lines``
+    = (first, last) keeps a part of it."""
+    file = file or next((a.file for a in counters.accesses if a.file in counters.source), None)
+    if file is None:
+        raise ValueError("no counted line is in a file whose source is known")
+    rows = {r["line"]: r for r in counters.lines if r["file"] == file}
+    text = counters.source.get(file, "").splitlines()
+    first, last = lines or (1, len(text))
+    first, last = max(1, first), min(last, len(text))
+    return Listing(file, [(n, text[n - 1].rstrip(), rows.get(n)) for n in range(first, last + 1)])
 
 
 # ---- building Counters from what the engine sent -------------------------------------------------
@@ -379,15 +459,15 @@ def from_engine(raw: Mapping[str, Any], library, *, kernel: tuple, source: Mappi
         file, line = where.get(r["pc"], ("?", 0))
         a = Access(file, line, SPACES[r["space"]], OPS[r["op"]], r["width"], r["executed"], r["threads"],
                    r["partial"], r["diverged_warps"], r["sectors"], r["wavefronts"], r["ideal_wavefronts"],
-                   r["addresses"], r["max_same_address"])
+                   r["addresses"], r["max_same_address"], r["pc"])
         accesses[a.key] = accesses[a.key] + a if a.key in accesses else a
     samples = []
     for s in raw["samples"]:
         file, line = where.get(s["pc"], ("?", 0))
         offsets = tuple(s["offset"][lane] if s["mask"] >> lane & 1 else None for lane in range(32))
         samples.append(Sample(file, line, SPACES[s["space"]], OPS[s["op"]], s["k"], s["mask"], s["width"],
-                              s["array"], s["array_offset"], offsets))
-    samples.sort(key=lambda s: (s.file, s.line, s.space, s.op, s.k))
+                              s["array"], s["array_offset"], offsets, s["pc"]))
+    samples.sort(key=lambda s: (s.file, s.line, s.space, s.op, s.site, s.k))
     summary = {k: v for k, v in raw["summary"].items() if k not in ("nrows", "nsamples")}
     return Counters([kernel], list(accesses.values()), summary, samples, dict(source), gpu)
 

@@ -104,3 +104,35 @@ def _occ_text(occ) -> str:
     if occ is None or isinstance(occ, Exception):
         return "n/a"
     return f"{occ.occupancy:.0%}"
+
+
+def traffic(chapter, variants: Sequence[str] | None = None, *, recording=None) -> list[dict]:
+    """Bytes per variant three ways, at the chapter's CPU-engine size: what the book's model says
+    must move (``model_bytes``), what the warps ask L1 for (``requested_bytes``: global sectors x
+    32, counted here), and what reached DRAM on the GPU (``dram_bytes``: read + written, measured
+    by Nsight Compute in results/counters/, cold caches before each launch; None where not
+    recorded). Each with its arithmetic intensity (the model's operations over those bytes)."""
+    from . import ncu, runner
+    recording = recording if recording is not None else ncu.recorded(chapter.name)
+    profile = recording["profiles"].get(chapter.name) if recording else None
+    seed = profile["seed"] if profile else SEED
+    measured = {v["variant"]: v["launches"] for v in profile["variants"]} if profile else {}
+    chosen = [chapter.variant(v) for v in variants] if variants else list(chapter.variants)
+    rows = []
+    for variant in chosen:
+        if variant.gpu_only or variant.racy:
+            continue
+        problem = runner.problem_for(variant, chapter.problems["cpu"])
+        model = variant.model(problem)
+        launches = measured.get(variant.name)
+        dram = None
+        if launches and all("dram__bytes_read.sum" in l["metrics"] for l in launches):
+            dram = sum(l["metrics"]["dram__bytes_read.sum"] + l["metrics"].get("dram__bytes_write.sum", 0.0)
+                       for l in launches)
+        requested = count_variant(chapter, variant, seed=seed).requested_bytes
+        rows.append({"variant": variant.name, "flops": model.flops, "model_bytes": model.bytes,
+                     "requested_bytes": requested, "dram_bytes": dram,
+                     "model_intensity": model.flops / model.bytes if model.bytes else None,
+                     "requested_intensity": model.flops / requested if requested else None,
+                     "dram_intensity": model.flops / dram if dram else None})
+    return rows

@@ -1,4 +1,4 @@
-"""Figures for a chapter's results: time and intensity per variant, and the roofline.
+"""Figures for a chapter's results: time per variant, bytes three ways, and the roofline.
 
 Every function returns a matplotlib Figure (it never calls ``plt.show()``); titles, axes with
 units, ceilings drawn and named. ``label`` (e.g. :func:`pmpp.results.label`) is printed under
@@ -18,18 +18,45 @@ LIBRARY_COLOR = "tab:orange"
 WRONG_COLOR = "tab:red"
 ROOF_COLOR = "0.25"
 PEAK_COLOR = "0.6"
+TRAFFIC_COLORS = ("0.55", "tab:green", "tab:purple")   # model, L1 requests, DRAM
 
 
 def plot_variants(entries: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None) -> Figure:
-    """Two panels: median time per entry (library routines hatched, and the fastest one drawn
-    across as the bar to beat), and arithmetic intensity per entry."""
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
-    ax_time, ax_oi = fig.subplots(1, 2)
-    names = [e["name"] for e in entries]
-    _time_panel(ax_time, entries, names)
-    _intensity_panel(ax_oi, entries, names)
+    """Median time per entry: library routines hatched, and the fastest one drawn across as the bar
+    to beat. (What the bytes were, three ways, is :func:`bytes_three_ways`.)"""
+    fig = Figure(figsize=(9, 4.8), layout="constrained")
+    ax_time = fig.subplots()
+    _time_panel(ax_time, entries, [e["name"] for e in entries])
     fig.suptitle(title)
     _footer(fig, entries, label)
+    return fig
+
+
+def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None) -> Figure:
+    """Bytes per variant, three ways (rows of :func:`pmpp.explain.traffic`): the book's model, the
+    bytes the warps request from L1 (counted on the CPU engine) and the bytes that reached DRAM
+    (Nsight Compute); beside them the arithmetic intensity each gives. Where requests exceed the
+    model, the kernel re-reads or reads whole sectors it half uses; where DRAM is below the
+    requests, the caches absorbed the difference."""
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    ax_bytes, ax_oi = fig.subplots(1, 2)
+    names = [r["variant"] for r in rows]
+    ways = {"book model": "model", "requested at L1 (CPU engine)": "requested", "DRAM (Nsight Compute)": "dram"}
+    at = np.arange(len(rows))
+    width = 0.8 / len(ways)
+    for k, (legend, key) in enumerate(ways.items()):
+        offset = (k - (len(ways) - 1) / 2) * width
+        ax_bytes.bar(at + offset, [r[f"{key}_bytes"] or 0 for r in rows], width, label=legend, color=TRAFFIC_COLORS[k])
+        ax_oi.bar(at + offset, [r[f"{key}_intensity"] or 0 for r in rows], width, label=legend, color=TRAFFIC_COLORS[k])
+    for ax, ylabel, what in ((ax_bytes, "bytes", "bytes moved (log scale)"),
+                             (ax_oi, "arithmetic intensity (OP/B)", "operations per byte, from each")):
+        ax.set_yscale("log")
+        ax.set_xticks(list(at), names, rotation=30, ha="right")
+        ax.set_ylabel(ylabel)
+        ax.set_title(what)
+    ax_bytes.legend(fontsize=8)
+    fig.suptitle(title)
+    _footer(fig, [], label)
     return fig
 
 
@@ -55,18 +82,6 @@ def _time_panel(ax, entries, names) -> None:
     ax.set_xticks(list(x), names, rotation=30, ha="right")
     ax.set_ylabel("median time (µs)")
     ax.set_title("time per run (lower is better)")
-
-
-def _intensity_panel(ax, entries, names) -> None:
-    x = range(len(entries))
-    oi = [e.get("intensity") or 0.0 for e in entries]
-    bars = ax.bar(x, oi, color=[_color(e) for e in entries], edgecolor="black")
-    for bar, e in zip(bars, entries):
-        if e["kind"] == "library":
-            bar.set_hatch("//")
-    ax.set_xticks(list(x), names, rotation=30, ha="right")
-    ax.set_ylabel("arithmetic intensity (OP/B)")
-    ax.set_title("operations per byte of device memory")
 
 
 def roofline(entries: Sequence[Mapping[str, Any]], ceilings: Any, *, title: str,

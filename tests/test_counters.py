@@ -56,8 +56,6 @@ def test_lines_name_the_source(module):
     (line,) = [r for r in found.lines if r["global_requests"]]
     assert line["file"] == KERNEL_FILE.name and "in[i * stride]" in line["source"]
     assert line["kinds"] == "global.ld global.st"
-    listing = found.listing()
-    assert ">>" in next(text for text in listing.splitlines() if "in[i * stride]" in text)
 
 
 def test_sample_records_one_real_warp_instruction(module):
@@ -96,3 +94,20 @@ def test_out_of_bounds_while_counting_is_reported(module):
     with pytest.raises(pmpp.OutOfBoundsError, match="argument 'in'"):
         pmpp.counters(module.get_function("StridedLoad"), (GRID,), (BLOCK,),
                       (np.zeros(N, np.float32), np.zeros(N, np.float32), np.int32(2)))
+
+
+def test_listing_marks_the_worst_line_and_shows_each_access(module):
+    found = count_case(module, next(c for c in CASES if c["name"] == "strided_load_32"))
+    listing = found.listing()
+    (line,) = [text for text in str(listing).splitlines() if "in[i * stride]" in text]
+    assert line.startswith(">>") and "ld 32.0/4 st 4.0/4" in line
+    assert "background" in listing._repr_html_()
+
+
+def test_a_sample_names_its_line_by_text_and_its_execution_by_k(module):
+    found = count_case(module, next(c for c in CASES if c["name"] == "half_warp_loop"))
+    assert found.find("sum += in[i + k]") == found.sample("sum += in[i + k]").line
+    second = found.sample("sum += in[i + k]", k=1)
+    assert second.offsets[0] == 4 and second.mask == 0xFFFF
+    with pytest.raises(KeyError, match="k=8 is past that"):
+        found.sample("sum += in[i + k]", k=8)

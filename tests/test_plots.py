@@ -27,11 +27,11 @@ def texts(fig):
     return [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
 
 
-def test_plot_variants_has_time_and_intensity_panels():
+def test_plot_variants_draws_the_time_per_variant():
     fig = plots.plot_variants(ENTRIES, title="Reduction, n=2^28")
     assert isinstance(fig, Figure)
-    time_ax, oi_ax = fig.axes
-    assert "µs" in time_ax.get_ylabel() and "OP/B" in oi_ax.get_ylabel()
+    (time_ax,) = fig.axes
+    assert "µs" in time_ax.get_ylabel()
     assert fig._suptitle.get_text() == "Reduction, n=2^28"
     assert [t.get_text() for t in time_ax.get_xticklabels()] == [e["name"] for e in ENTRIES]
     assert [round(p.get_height()) for p in time_ax.patches] == [900, 500, 250, 200]
@@ -114,3 +114,20 @@ def test_bars_put_one_bar_per_series_in_each_group_with_the_label():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["01", "02"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["model", "measured"]
     assert "recorded on X" in fig.get_supxlabel()
+
+
+TRAFFIC = [{"variant": "01_simple", "model_bytes": 4e6, "requested_bytes": 9e6, "dram_bytes": 4.2e6, "flops": 1e6,
+            "model_intensity": 0.25, "requested_intensity": 0.11, "dram_intensity": 0.24},
+           {"variant": "02_convergent", "model_bytes": 4e6, "requested_bytes": 6e6, "dram_bytes": None, "flops": 1e6,
+            "model_intensity": 0.25, "requested_intensity": 0.17, "dram_intensity": None}]
+
+
+def test_bytes_three_ways_draws_model_requests_and_dram_per_variant():
+    fig = plots.bytes_three_ways(TRAFFIC, title="Reduction at n=2^20", label=LABEL)
+    bytes_ax, oi_ax = fig.axes
+    assert [t.get_text() for t in bytes_ax.get_xticklabels()] == ["01_simple", "02_convergent"]
+    assert [round(p.get_height()) for p in bytes_ax.patches] == [4e6, 4e6, 9e6, 6e6, 4.2e6, 0]
+    assert "OP/B" in oi_ax.get_ylabel() and bytes_ax.get_yscale() == "log"
+    legend = [t.get_text() for t in bytes_ax.get_legend().get_texts()]
+    assert legend == ["book model", "requested at L1 (CPU engine)", "DRAM (Nsight Compute)"]
+    assert LABEL in texts(fig)
