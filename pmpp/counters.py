@@ -272,6 +272,14 @@ class Counters(Mapping):
             raise KeyError(f"the sampled warp made this access {len(executions)} times; k={k} is past that")
         return picked[0]
 
+    def line(self, which: int | str, file: str | None = None) -> dict:
+        """The row of :attr:`lines` for a line (its number, or text it contains)."""
+        number = self.find(which, file) if isinstance(which, str) else which
+        for row in self.lines:
+            if row["line"] == number and (file is None or row["file"] == file):
+                return row
+        raise KeyError(f"line {number} was not counted (it runs no code, or no launch reached it)")
+
     def find(self, text: str, file: str | None = None) -> int:
         """The number of the first source line that contains ``text`` (so that a notebook names a
         line by its code, not by a number that moves when the file is edited)."""

@@ -36,8 +36,25 @@ def count_variant(chapter, variant, problem: Mapping[str, Any] | None = None, *,
     return total
 
 
+class ChapterTable(list):
+    """Rows of :func:`chapter_table`: a plain list that prints as a terminal table and shows as an
+    HTML table in a notebook."""
+
+    def __str__(self) -> str:
+        return format_chapter_table(self)
+
+    def _repr_html_(self) -> str:
+        import html
+        head, rows = _cells(self)
+        th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        trs = "".join("<tr>" + "".join(f"<td style='text-align:right'>{html.escape(c)}</td>" for c in row) + "</tr>"
+                      for row in rows)
+        return (f"<table><tr>{th}</tr>{trs}</table><p>Counted on pmpp's CPU engine at the chapter's CPU size "
+                "(sectors per request against the ideal for the access width); occupancy is theoretical.</p>")
+
+
 def chapter_table(chapter, variants: Sequence[str] | None = None, *, seed: int = SEED,
-                  gpus: Sequence[str] = ("H100", "T4")) -> list[dict]:
+                  gpus: Sequence[str] = ("H100", "T4")) -> "ChapterTable":
     """One row per variant: the counters that explain its speed, and its occupancy on ``gpus``."""
     chosen = [chapter.variant(v) for v in variants] if variants else list(chapter.variants)
     rows = []
@@ -47,7 +64,7 @@ def chapter_table(chapter, variants: Sequence[str] | None = None, *, seed: int =
         c = count_variant(chapter, variant, seed=seed)
         rows.append({"variant": variant.name, "counters": c, **summary(c),
                      **{f"occupancy_{g}": _occupancy(chapter, variant, c, g) for g in gpus}})
-    return rows
+    return ChapterTable(rows)
 
 
 def summary(c: Counters) -> dict:
@@ -57,7 +74,9 @@ def summary(c: Counters) -> dict:
     shared_inst = m["smsp__sass_inst_executed_op_shared_ld.sum"] + m["smsp__sass_inst_executed_op_shared_st.sum"]
     return {
         "ld_sectors_per_request": m["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_ld.ratio"],
+        "ld_ideal": _ideal(c, "ld"),
         "st_sectors_per_request": m["l1tex__average_t_sectors_per_request_pipe_lsu_mem_global_op_st.ratio"],
+        "st_ideal": _ideal(c, "st"),
         "shared_wavefronts_per_request": shared_wf / shared_inst if shared_inst else 0.0,
         "bank_conflicts": m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]
         + m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"],
@@ -66,6 +85,13 @@ def summary(c: Counters) -> dict:
         "requested_bytes": c.requested_bytes,
         "launches": len(c.kernels),
     }
+
+
+def _ideal(c: Counters, op: str) -> float:
+    """Sectors per request a perfectly coalesced access of the same widths would take."""
+    rows = [a for a in c.accesses if a.space == "global" and a.op == op]
+    requests = sum(a.executed for a in rows)
+    return sum(a.executed * a.ideal_sectors_per_request for a in rows) / requests if requests else 0.0
 
 
 def _occupancy(chapter, variant, c: Counters, gpu: str):
@@ -82,18 +108,29 @@ def _occupancy(chapter, variant, c: Counters, gpu: str):
         return exc
 
 
+def _cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The header and the cells of a chapter table."""
+    gpus = [k[len("occupancy_"):] for k in (rows[0] if rows else {}) if k.startswith("occupancy_")]
+    head = ["variant", "ld sect/req", "st sect/req", "shared wavef/req", "bank confl.", "lanes/inst", "atomics",
+            *(f"occ. {g}" for g in gpus)]
+    body = [[r["variant"], _req(r, "ld"), _req(r, "st"), _num(r["shared_wavefronts_per_request"]),
+             f"{int(r['bank_conflicts']):,}", f"{r['active_lanes']:.1f}", f"{int(r['atomics']):,}",
+             *(_occ_text(r["occupancy_" + g]) for g in gpus)] for r in rows]
+    return head, body
+
+
 def format_chapter_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows of :func:`chapter_table` as a terminal table."""
-    gpus = [k[len("occupancy_"):] for k in (rows[0] if rows else {}) if k.startswith("occupancy_")]
-    head = (f"{'variant':<28} {'ld sect/req':>11} {'st sect/req':>11} {'shared wavef/req':>16} "
-            f"{'bank confl.':>11} {'lanes/inst':>10} {'atomics':>9}" + "".join(f" {'occ. ' + g:>10}" for g in gpus))
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        occ = "".join(f" {_occ_text(r['occupancy_' + g]):>10}" for g in gpus)
-        lines.append(f"{r['variant']:<28} {_num(r['ld_sectors_per_request']):>11} {_num(r['st_sectors_per_request']):>11} "
-                     f"{_num(r['shared_wavefronts_per_request']):>16} {int(r['bank_conflicts']):>11,} "
-                     f"{r['active_lanes']:>10.1f} {int(r['atomics']):>9,}{occ}")
-    return "\n".join(lines)
+    head, body = _cells(rows)
+    widths = [max(len(c) for c in column) for column in zip(head, *body)]
+    line = lambda cells: " ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(head), "-" * len(line(head)), *map(line, body)])
+
+
+def _req(row: Mapping[str, Any], op: str) -> str:
+    """``"8.0/4"``: sectors per request against the ideal."""
+    got = row[f"{op}_sectors_per_request"]
+    return f"{got:.1f}/{row[f'{op}_ideal']:.0f}" if got else "-"
 
 
 def _num(x: float) -> str:

@@ -353,3 +353,12 @@ def case_arguments(case: Mapping[str, Any], xp, seed: int) -> list:
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     {"chapter": _child_chapter, "cases": _child_cases}[mode](*rest)
+
+
+def label(chapter: str) -> str:
+    """Where the Nsight Compute numbers of ``chapter`` come from, for a figure's footer."""
+    found = recorded(chapter)
+    if found is None:
+        return "no Nsight Compute recording"
+    return (f"DRAM and GPU counters: Nsight Compute on {found['device']['name']}, {found['date'][:10]} "
+            f"(commit {found['commit']})")

@@ -321,3 +321,15 @@ def _regenerate() -> None:
 
 if __name__ == "__main__":
     _regenerate()
+
+
+def recorded_counters(chapter: str, variant: str, recording: Mapping[str, Any] | None = None) -> dict:
+    """What Nsight Compute counted for one run of ``variant`` (its launches added up), under the
+    engine's metric names (:data:`PAIRS`, and the threads per instruction), from results/counters/."""
+    recording = recording or ncu.recorded(chapter)
+    if recording is None:
+        raise FileNotFoundError(f"no Nsight Compute recording of {chapter} in results/counters/")
+    for entry in recording["profiles"][chapter]["variants"]:
+        if entry["variant"] == variant:
+            return {name: value for name, value in ncu_totals(entry["launches"]).items() if value is not None}
+    raise KeyError(f"the recording has no {chapter} {variant}")
