@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from .backends import backend_info, gpu_available, resolve_backend
-from .counters import Counters, counters
+from . import counters, occupancy   # modules that are also called: pmpp.counters(...), pmpp.occupancy(...)
+from .counters import Counters
 from .device import Ceilings, ceilings
 from .errors import (BackendUnavailableError, BarrierDivergenceError, CompileError,
                      KernelCheckError, KernelCrashError, KernelTimeoutError, OutOfBoundsError,
@@ -27,7 +28,7 @@ from .timing import Timing, bench
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "Module", "Function", "counters", "Counters", "xp", "get_array_module", "asnumpy", "active_backend",
+    "load", "Module", "Function", "counters", "Counters", "occupancy", "xp", "get_array_module", "asnumpy", "active_backend",
     "backend_info", "gpu_available", "kernel_source", "kernels_dir", "bench", "Timing",
     "ceilings", "Ceilings",
     "PmppError", "CompileError", "BackendUnavailableError", "KernelCheckError", "OutOfBoundsError",

@@ -15,6 +15,9 @@ Compute on a real GPU, is in :data:`METRICS` and in ``pmpp/backends/cpu/README.m
 """
 from __future__ import annotations
 
+import sys
+import types
+
 import html
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
@@ -533,3 +536,12 @@ def _host_arguments(args):
             host.append(a)
     return host, copy_back
 
+
+class _CallableModule(types.ModuleType):
+    """``pmpp.counters(...)`` calls :func:`counters`; ``pmpp.counters.<name>`` is the rest of the module."""
+
+    def __call__(self, *args, **kwargs):
+        return counters(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

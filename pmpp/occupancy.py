@@ -35,6 +35,9 @@ the workbook's kernels on these GPUs), and partitioned global caching (sm_52/sm_
 """
 from __future__ import annotations
 
+import sys
+import types
+
 import datetime as _dt
 import hashlib
 import html
@@ -617,3 +620,13 @@ def _recorded_kernel(function, spec: GPUSpec) -> KernelResources:
     if recording["sources"].get(module.filename) not in (None, _digest(module.source)):
         origin += "; the .cu file has changed since, so these may be out of date"
     return KernelResources(row["registers"], row["shared_bytes"], function.name, origin)
+
+
+class _CallableModule(types.ModuleType):
+    """``pmpp.occupancy(...)`` calls :func:`occupancy`; ``pmpp.occupancy.<name>`` is the rest of the module."""
+
+    def __call__(self, *args, **kwargs):
+        return occupancy(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
