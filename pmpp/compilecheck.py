@@ -51,6 +51,15 @@ def find_nvcc() -> str:
         "to where it is) to read the compiler's resource report")
 
 
+def nvcc_available() -> bool:
+    """Whether :func:`find_nvcc` finds nvcc (tests that need it skip otherwise)."""
+    try:
+        find_nvcc()
+    except BackendUnavailableError:
+        return False
+    return True
+
+
 def check_kernels(targets: Iterable[Target], archs: Sequence[str] = ("sm_80", "sm_90"), *,
                   kernels_dir: str | os.PathLike | None = None) -> list[dict]:
     """Compile every target for every arch with ``nvcc -arch=<arch> -Xptxas -v -c`` and return one

@@ -13,18 +13,15 @@ launch CuPy makes on its own (a fill, a copy), which are told apart by kernel na
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import io
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from .errors import PmppError
-from .profile import ProfilerError, find_ncu, ncu_version
+from .profile import ProfilerError, add_to_recording, find_ncu, recording_path
 
 SEED = 20261125           # inputs of every recorded and counted run: the same on GPU and engine
 LAUNCH_LOG = "PMPP-LAUNCHES "
@@ -197,32 +194,13 @@ def _launch_row(launch: Mapping) -> dict:
 
 def default_path(device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
     """``results/counters/<device-slug>-<commit>.json``."""
-    from . import results
-    bench_path = results.default_path(device, commit)
-    return bench_path.parent / "counters" / bench_path.name
+    return recording_path("counters", device, commit)
 
 
 def write_recording(path, key: str, profile: Mapping[str, Any], *, device=None, software=None, commit=None) -> Path:
     """Add one chapter's (or the cases') profile under ``key`` to a counters recording."""
-    from . import results
-    device = dict(results.device_info("cupy") if device is None else device)
-    commit = commit if commit is not None else (results.git_commit() or "unknown")
-    path = Path(path) if path is not None else default_path(device, commit)
-    entries = {}
-    if path.exists():
-        old = json.loads(path.read_text())
-        validate(old, path)
-        results.ensure_same_run(path, old, device, commit)
-        entries = old["profiles"]
-    entries[key] = dict(profile)
-    software = {**results.versions("cupy"), "ncu": ncu_version()} if software is None else dict(software)
-    data = {"device": device, "versions": software,
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": commit, "profiles": dict(sorted(entries.items()))}
-    validate(data, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    return path
+    return add_to_recording(path, "counters", "profiles", key, profile, validate, device=device, software=software,
+                            commit=commit)
 
 
 def validate(data: Any, where: Any = "<counters>") -> None:

@@ -97,37 +97,52 @@ def ncu_version(ncu: str | None = None) -> str | None:
     return lines[-1].strip() if lines else None
 
 
-def default_path(device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
-    """``results/dram/<device-slug>-<commit>.json``, beside the benchmark recordings."""
+def recording_path(folder: str, device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
+    """``results/<folder>/<device-slug>-<commit>.json``, beside the benchmark recordings."""
     from . import results
     bench_path = results.default_path(device, commit)
-    return bench_path.parent / "dram" / bench_path.name
+    return bench_path.parent / folder / bench_path.name
+
+
+def default_path(device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
+    """``results/dram/<device-slug>-<commit>.json``."""
+    return recording_path("dram", device, commit)
+
+
+def add_to_recording(path, folder: str, section: str, key: str, entry: Mapping[str, Any], check, *,
+                     device: Mapping[str, Any] | None = None, software: Mapping[str, Any] | None = None,
+                     commit: str | None = None, extra: Mapping[str, Any] | None = None) -> Path:
+    """Put ``entry`` under ``data[section][key]`` of a profiler recording (what else it holds is
+    kept; one file holds one device and one commit), checked with ``check(data, path)``.
+    ``device``, ``software`` (versions) and ``commit`` default to this GPU's, and HEAD."""
+    from . import results
+    device = dict(results.device_info("cupy") if device is None else device)
+    commit = commit if commit is not None else (results.git_commit() or "unknown")
+    path = Path(path) if path is not None else recording_path(folder, device, commit)
+    entries = {}
+    if path.exists():
+        old = json.loads(path.read_text())
+        check(old, path)
+        results.ensure_same_run(path, old, device, commit)
+        entries = old[section]
+    entries[key] = dict(entry)
+    software = {**results.versions("cupy"), "ncu": ncu_version()} if software is None else dict(software)
+    data = {"device": device, "versions": software,
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit, **(extra or {}), section: dict(sorted(entries.items()))}
+    check(data, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
 
 
 def write_profile(path: str | os.PathLike | None, chapter: str, problem: Mapping[str, Any],
                   rows: Sequence[Mapping[str, Any]], *, device: Mapping[str, Any] | None = None,
                   software: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
-    """Add one chapter's profile to a DRAM-traffic file (other chapters in it are kept).
-    ``device``, ``software`` (versions) and ``commit`` default to this GPU's, and HEAD."""
-    from . import results
-    device = dict(results.device_info("cupy") if device is None else device)
-    commit = commit if commit is not None else (results.git_commit() or "unknown")
-    path = Path(path) if path is not None else default_path(device, commit)
-    chapters = {}
-    if path.exists():
-        old = json.loads(path.read_text())
-        validate(old, path)
-        results.ensure_same_run(path, old, device, commit)
-        chapters = old["chapters"]
-    chapters[chapter] = {"problem": dict(problem), "variants": [dict(r) for r in rows]}
-    software = {**results.versions("cupy"), "ncu": ncu_version()} if software is None else dict(software)
-    data = {"device": device, "versions": software,
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": commit, "metrics": list(METRICS), "chapters": dict(sorted(chapters.items()))}
-    validate(data, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    return path
+    """Add one chapter's profile to a DRAM-traffic file (other chapters in it are kept)."""
+    entry = {"problem": dict(problem), "variants": [dict(r) for r in rows]}
+    return add_to_recording(path, "dram", "chapters", chapter, entry, validate, device=device, software=software,
+                            commit=commit, extra={"metrics": list(METRICS)})
 
 
 def validate(data: Any, where: Any = "<profile>") -> None:

@@ -5,11 +5,7 @@ import pytest
 from pmpp import compilecheck
 from pmpp.errors import BackendUnavailableError, CompileError
 
-try:
-    compilecheck.find_nvcc()
-    HAVE_NVCC = True
-except BackendUnavailableError:
-    HAVE_NVCC = False
+HAVE_NVCC = compilecheck.nvcc_available()
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found: install the CUDA toolkit")
 

@@ -12,11 +12,7 @@ from pmpp.errors import BackendUnavailableError, CompileError
 from pmpp.occupancy import (GPUS, KernelResources, gpu_spec, gpu_spec_for_device_name, occupancy,
                             occupancy_from_resources)
 
-try:
-    compilecheck.find_nvcc()
-    HAVE_NVCC = True
-except BackendUnavailableError:
-    HAVE_NVCC = False
+HAVE_NVCC = compilecheck.nvcc_available()
 
 needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found: install the CUDA toolkit")
 KB = 1024

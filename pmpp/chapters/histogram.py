@@ -23,12 +23,8 @@ counters (12, letters only) on text into 7 bins, the 256-bin kernels (09-11) on 
 """
 from __future__ import annotations
 
-import functools
-import importlib
 import importlib.util
-import inspect
 import math
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
