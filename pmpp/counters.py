@@ -390,7 +390,8 @@ def _worst(row: Mapping[str, Any]) -> bool:
 
 def _kind_cell(row: Mapping[str, Any], space: str) -> str:
     """``"ld 1.0/4 8.0/4 st 4.0/4"``: for each access of ``space`` on the line, in code order,
-    sectors per request against the ideal (global) or wavefronts per request (shared)."""
+    sectors per request against the ideal (global), or the bank-conflict degree (shared: wavefronts
+    over the conflict-free ones, 1.0 without conflicts)."""
     parts = []
     for kind, sites in sorted(row["per_kind"].items()):
         if not kind.startswith(space + "."):
@@ -398,7 +399,7 @@ def _kind_cell(row: Mapping[str, Any], space: str) -> str:
         if space == "global":
             values = [f"{k['sectors_per_request']:.1f}/{k['ideal_sectors_per_request']}" for k in sites]
         else:
-            values = [f"{k['wavefronts_per_request']:.1f}" for k in sites]
+            values = [f"{k['bank_conflict_degree']:.1f}" for k in sites]
         parts.append(kind.split(".")[1] + " " + " ".join(values))
     return " ".join(parts)
 
@@ -411,7 +412,7 @@ class Listing:
     file: str
     lines: list          # (number, source text, the line's row of Counters.lines or None)
 
-    COLUMNS = ("sectors/request (global, /ideal)", "wavefronts/request (shared)", "active lanes", "warps diverged")
+    COLUMNS = ("sectors/request (global, /ideal)", "bank conflicts (shared, n-way)", "active lanes", "warps diverged")
 
     def _cells(self, row) -> tuple:
         if row is None:
