@@ -167,7 +167,8 @@ def traffic(chapter, variants: Sequence[str] | None = None, *, recording=None) -
             dram = sum(l["metrics"]["dram__bytes_read.sum"] + l["metrics"].get("dram__bytes_write.sum", 0.0)
                        for l in launches)
         requested = count_variant(chapter, variant, seed=seed).requested_bytes
-        rows.append({"variant": variant.name, "flops": model.flops, "model_bytes": model.bytes,
+        rows.append({"variant": variant.name, "problem": chapter.describe(problem), "flops": model.flops,
+                     "model_bytes": model.bytes,
                      "requested_bytes": requested, "dram_bytes": dram,
                      "model_intensity": model.flops / model.bytes if model.bytes else None,
                      "requested_intensity": model.flops / requested if requested else None,
