@@ -485,3 +485,45 @@ def test_carveout_preference_matches_the_driver(carveout):
             driver = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(raw.kernel.ptr, block, dynamic)
             ours = occupancy(raw, block, dynamic, gpu=spec, carveout=carveout)
             assert ours.blocks_per_sm == driver, (block, dynamic, str(ours))
+
+
+def recorded_launches():
+    """Every kernel launch in the Nsight Compute counters recordings: (GPU name, block, dynamic
+    shared, registers, static shared, ncu's limits)."""
+    from pmpp import ncu as ncu_recordings
+    from pmpp.results import RESULTS_DIR
+    import json
+    found = []
+    for path in sorted((RESULTS_DIR / "counters").glob("*.json")):
+        data = json.loads(path.read_text())
+        spec = gpu_spec_for_device_name(data["device"]["name"])
+        if spec is None:
+            continue
+        for profile in data["profiles"].values():
+            for group in profile.get("variants", profile.get("cases", [])):
+                for launch in group["launches"]:
+                    m = launch["metrics"]
+                    if "launch__occupancy_limit_registers" in m:
+                        found.append((spec.name, launch["block"], int(m["launch__shared_mem_per_block_dynamic"]),
+                                      int(m["launch__registers_per_thread"]), int(m["launch__shared_mem_per_block_static"]),
+                                      {name: int(m[f"launch__occupancy_limit_{key}"]) for name, key in
+                                       (("registers", "registers"), ("shared memory", "shared_mem"),
+                                        ("warps", "warps"), ("blocks", "blocks"))}))
+    assert ncu_recordings.recorded("cases") is not None
+    return found
+
+
+def test_blocks_per_sm_match_nsight_compute_for_every_recorded_launch():
+    """Nsight Compute reports, for each launch it profiled, how many blocks each resource allows;
+    the calculator, given the same registers and shared memory, must find the same blocks per SM
+    and, where registers or warps bind, the same limit. (ncu's shared-memory limit is the one of
+    the carveout the driver chose for that launch, which can be smaller than the calculator's
+    default of the SM's whole capacity when shared memory does not bind.)"""
+    launches = recorded_launches()
+    assert len(launches) > 100
+    for gpu, block, dynamic, registers, static, limits in launches:
+        occ = occupancy_from_resources(registers, static, tuple(block), dynamic, gpu=gpu)
+        assert occ.blocks_per_sm == min(limits.values()), (gpu, block, dynamic, registers, static, limits)
+        for name in ("registers", "warps"):
+            if occ.block_limits[name] is not None and occ.block_limits[name] <= occ.blocks_per_sm:
+                assert limits[name] == occ.block_limits[name], (name, gpu, block, registers, static, limits)
