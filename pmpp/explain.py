@@ -162,14 +162,14 @@ def traffic(chapter, variants: Sequence[str] | None = None, *, recording=None) -
         problem = runner.problem_for(variant, chapter.problems["cpu"])
         model = variant.model(problem)
         launches = measured.get(variant.name)
-        dram = None
+        dram = dram_read = None
         if launches and all("dram__bytes_read.sum" in l["metrics"] for l in launches):
-            dram = sum(l["metrics"]["dram__bytes_read.sum"] + l["metrics"].get("dram__bytes_write.sum", 0.0)
-                       for l in launches)
+            dram_read = sum(l["metrics"]["dram__bytes_read.sum"] for l in launches)
+            dram = dram_read + sum(l["metrics"].get("dram__bytes_write.sum", 0.0) for l in launches)
         requested = count_variant(chapter, variant, seed=seed).requested_bytes
         rows.append({"variant": variant.name, "problem": chapter.describe(problem), "flops": model.flops,
                      "model_bytes": model.bytes,
-                     "requested_bytes": requested, "dram_bytes": dram,
+                     "requested_bytes": requested, "dram_bytes": dram, "dram_read_bytes": dram_read,
                      "model_intensity": model.flops / model.bytes if model.bytes else None,
                      "requested_intensity": model.flops / requested if requested else None,
                      "dram_intensity": model.flops / dram if dram else None})

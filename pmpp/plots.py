@@ -32,16 +32,18 @@ def plot_variants(entries: Sequence[Mapping[str, Any]], *, title: str, label: st
     return fig
 
 
-def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None) -> Figure:
+def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None,
+                     model_label: str = "book model") -> Figure:
     """Bytes per variant, three ways (rows of :func:`pmpp.explain.traffic`): the book's model, the
     bytes the warps request from L1 (counted on the CPU engine) and the bytes that reached DRAM
     (Nsight Compute); beside them the arithmetic intensity each gives. Where requests exceed the
     model, the kernel re-reads or reads whole sectors it half uses; where DRAM is below the
-    requests, the caches absorbed the difference."""
+    requests, the caches absorbed the difference. ``model_label`` names the model's bars (a chapter
+    whose model counts only the compulsory bytes says so)."""
     fig = Figure(figsize=(12, 4.8), layout="constrained")
     ax_bytes, ax_oi = fig.subplots(1, 2)
     names = [r["variant"] for r in rows]
-    ways = {"book model": "model", "requested at L1 (CPU engine)": "requested", "DRAM (Nsight Compute)": "dram"}
+    ways = {model_label: "model", "requested at L1 (CPU engine)": "requested", "DRAM (Nsight Compute)": "dram"}
     at = np.arange(len(rows))
     width = 0.8 / len(ways)
     for k, (legend, key) in enumerate(ways.items()):
