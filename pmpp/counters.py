@@ -162,6 +162,21 @@ class Sample:
         """lane -> bank of the first 4-byte word it touches (shared)."""
         return {lane: (self.offsets[lane] // 4) % 32 for lane in self.lanes}
 
+    def words(self) -> dict[int, set]:
+        """bank -> the distinct 4-byte words the active lanes touch in it (shared)."""
+        found: dict[int, set] = {}
+        for lane in self.lanes:
+            offset = self.offsets[lane]
+            for word in range(offset // 4, (offset + max(self.width, 1) - 1) // 4 + 1):
+                found.setdefault(word % 32, set()).add(word)
+        return found
+
+    @property
+    def conflict_degree(self) -> int:
+        """The most distinct words one bank must deliver: 1 without a conflict, n for an n-way one
+        (over the whole warp; 8- and 16-byte accesses are served in parts, see the engine's README)."""
+        return max((len(w) for w in self.words().values()), default=0)
+
 
 @dataclass
 class Counters(Mapping):

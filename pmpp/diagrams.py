@@ -84,11 +84,8 @@ def banks(sample: Sample, *, title: str | None = None) -> Figure:
     if sample.space != "shared":
         raise ValueError(f"banks draws a shared-memory access; this one is {sample.space} "
                          "(for global memory: diagrams.coalescing)")
-    words: dict[int, set] = {}
-    for lane in sample.lanes:
-        for word in _words_of(sample, lane):
-            words.setdefault(word % 32, set()).add(word)
-    degree = max(len(w) for w in words.values()) if words else 0
+    words = sample.words()
+    degree = sample.conflict_degree
     fig = Figure(figsize=(7, 6.5), layout="constrained")
     ax = fig.subplots()
     _lane_column(ax, sample.lanes, 0.0)
