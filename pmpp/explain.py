@@ -95,17 +95,16 @@ def _ideal(c: Counters, op: str) -> float:
 
 
 def _occupancy(chapter, variant, c: Counters, gpu: str):
-    """Theoretical occupancy of the variant's first kernel on ``gpu`` (None where it cannot be had)."""
-    try:
-        from . import occupancy, runner
-    except ImportError:
-        return None
-    name, _grid, block, shared = c.kernels[0]
+    """Theoretical occupancy on ``gpu`` of the variant's most constrained kernel (the lowest over
+    its distinct launches), or the exception that says why it cannot be had."""
+    from . import occupancy, runner
     try:
         module = runner.load_variant(chapter, variant, backend="cpu")
-        return occupancy.occupancy(module.get_function(name), block, shared, gpu=gpu)
+        found = [occupancy.occupancy(module.get_function(name), block, shared, gpu=gpu)
+                 for name, block, shared in {(k[0], tuple(k[2]), k[3]) for k in c.kernels}]
     except Exception as exc:     # no nvcc and no recording, or not for this GPU: say so in the table
         return exc
+    return min(found, key=lambda o: o.occupancy)
 
 
 def _cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
