@@ -41,3 +41,20 @@ def test_the_recorded_gpu_counts_come_under_the_engines_names():
     with pytest.raises(KeyError, match="no reduction 99_none"):
         validate.recorded_counters("reduction", "99_none")
     assert "Nsight Compute on NVIDIA H100" in ncu.label("reduction")
+
+
+@pytest.mark.parametrize("chapter_name, variant", [("reduction", "16_one_pass"), ("histogram", "04_private_shared"),
+                                                   ("scan", "10_pipelined_lookback"), ("stencil", "06_vectorized")])
+def test_a_counted_run_gives_the_right_answer(chapter_name, variant):
+    """Counting must not change results: the count build's output checks out against NumPy."""
+    import numpy as np
+    from pmpp import runner
+    from pmpp.counters import counting_module
+    chapter = chapters.get(chapter_name)
+    v = chapter.variant(variant)
+    problem = runner.problem_for(v, chapter.problems["cpu"])
+    inputs = chapter.make_inputs(problem, np, np.random.default_rng())
+    module = counting_module(runner.load_variant(chapter, v, backend="cpu"))
+    output = v.launch(module, problem, inputs)
+    assert chapter.check(output, chapter.reference(problem, inputs), problem).ok
+    assert module.launches, "the launch was counted"
