@@ -111,3 +111,17 @@ def test_a_sample_names_its_line_by_text_and_its_execution_by_k(module):
     assert second.offsets[0] == 4 and second.mask == 0xFFFF
     with pytest.raises(KeyError, match="k=8 is past that"):
         found.sample("sum += in[i + k]", k=8)
+
+
+@pytest.mark.gpu
+def test_counters_of_a_gpu_kernel_count_on_the_engine_and_copy_back():
+    """A kernel loaded on the GPU, called with CuPy arrays: counted on the CPU engine, the same
+    counts as the engine's own, and its output back in the CuPy array."""
+    import cupy
+    case = next(c for c in CASES if c["name"] == "strided_load_2")
+    gpu_module = pmpp.load(source=KERNEL_FILE.read_text(), filename=KERNEL_FILE.name, backend="cupy")
+    args = ncu.case_arguments(case, cupy, 5)
+    found = pmpp.counters(gpu_module.get_function("StridedLoad"), (GRID,), (BLOCK,), args)
+    for name, expected in case["expected"].items():
+        assert found[name] == expected, name
+    np.testing.assert_array_equal(cupy.asnumpy(args[1]), cupy.asnumpy(args[0])[::2][:N])
