@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .profile import ProfilerError, add_to_recording, find_ncu, recording_path
+from .profile import ProfilerError, add_to_recording, find_ncu, recording_path, recordings_with
 
 SEED = 20261125           # inputs of every recorded and counted run: the same on GPU and engine
 LAUNCH_LOG = "PMPP-LAUNCHES "
@@ -226,15 +226,8 @@ def validate(data: Any, where: Any = "<counters>") -> None:
 
 def recorded(key: str, directory=None) -> dict | None:
     """The newest committed recording that has ``key`` (a chapter, or "cases"), or None."""
-    from . import results
-    directory = Path(directory) if directory is not None else results.RESULTS_DIR / "counters"
-    found = []
-    for path in sorted(directory.glob("*.json")):
-        data = json.loads(path.read_text())
-        validate(data, path)
-        if key in data["profiles"]:
-            found.append(data)
-    return max(found, key=lambda d: d["date"]) if found else None
+    found = recordings_with("counters", "profiles", key, validate, directory)
+    return found[0] if found else None
 
 
 # ---- the child that ncu runs --------------------------------------------------------------------

@@ -167,17 +167,23 @@ def validate(data: Any, where: Any = "<profile>") -> None:
                 bad(f"{chapter} {row.get('variant')}: no kernel was profiled")
 
 
-def recorded(chapter: str, directory: str | os.PathLike | None = None) -> list[dict]:
-    """Every committed DRAM-traffic recording that has ``chapter``, newest first."""
+def recordings_with(folder: str, section: str, key: str, check, directory=None) -> list[dict]:
+    """Every committed recording in ``results/<folder>/`` (or ``directory``) whose ``section`` has
+    ``key``, each checked with ``check(data, path)``, newest first."""
     from . import results
-    directory = Path(directory) if directory is not None else results.RESULTS_DIR / "dram"
+    directory = Path(directory) if directory is not None else results.RESULTS_DIR / folder
     found = []
     for path in sorted(directory.glob("*.json")):
         data = json.loads(path.read_text())
-        validate(data, path)
-        if chapter in data["chapters"]:
+        check(data, path)
+        if key in data[section]:
             found.append(data)
     return sorted(found, key=lambda d: d["date"], reverse=True)
+
+
+def recorded(chapter: str, directory: str | os.PathLike | None = None) -> list[dict]:
+    """Every committed DRAM-traffic recording that has ``chapter``, newest first."""
+    return recordings_with("dram", "chapters", chapter, validate, directory)
 
 
 def _launch_once(chapter_name: str, variant_name: str, problem_json: str) -> None:
