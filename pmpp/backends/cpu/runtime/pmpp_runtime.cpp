@@ -447,6 +447,34 @@ struct Row {          // the totals of one code address
     uint32_t diverged_mask;
 };
 
+// A small map from 64-bit keys (addresses, sectors, words of one warp instruction: at most a few
+// dozen) to counts, emptied in time proportional to what it held: costing an instruction needs
+// distinct values and how often each occurs, which sorting would make the most expensive step.
+struct SmallMap {
+    static constexpr size_t kSlots = 256, kMost = 160;  // past kMost the caller falls back
+    uint64_t key[kSlots];
+    uint32_t value[kSlots];
+    uint8_t used[kSlots] = {};
+    uint16_t order[kSlots];
+    size_t n = 0;
+    uint32_t &at(uint64_t k, bool &inserted) {
+        size_t h = (k * 0x9E3779B97F4A7C15ull) >> 56;
+        while (used[h] && key[h] != k) h = (h + 1) & (kSlots - 1);
+        inserted = !used[h];
+        if (inserted) used[h] = 1, key[h] = k, value[h] = 0, order[n++] = uint16_t(h);
+        return value[h];
+    }
+    uint32_t add(uint64_t k) {  // the count of k, after counting it once more
+        bool inserted;
+        return ++at(k, inserted);
+    }
+    bool full() const { return n >= kMost; }
+    void clear() {
+        for (size_t i = 0; i < n; ++i) used[order[i]] = 0;
+        n = 0;
+    }
+};
+
 struct Count {
     EvLog ev[32][32];            // [warp][lane]: this barrier interval's events
     std::deque<std::pair<uint64_t, Row>> rows;  // by key; references stay valid
@@ -457,6 +485,7 @@ struct Count {
     std::vector<std::pair<uintptr_t, uint64_t>> atom_global;  // address, updates (a log)
     std::vector<uintptr_t> atom_shared;                       // this block's shared atomic addresses
     std::vector<uint64_t> scratch;
+    SmallMap small[2];
     pmpp_count_summary sum{};
     // The control-flow graph the lanes were seen to take: node 0 is where lanes resume after a
     // barrier (or start), node 1 where they stop (a barrier, or exit); the others are basic blocks.
@@ -513,7 +542,7 @@ inline void count_access(Fiber *f, int space, int op, uintptr_t a, size_t size, 
     f->log->push({bytes << 52 | event_key(pc, space, op), a});
 }
 
-// Distinct values of v (sorted in place).
+// Distinct values of v (sorted in place): the fallback for instructions that touch very many.
 size_t distinct(uint64_t *v, size_t n) {
     std::sort(v, v + n);
     return size_t(std::unique(v, v + n) - v);
@@ -534,12 +563,21 @@ void cost_global(Count &C, pmpp_count_row &r, const CInst &in) {
         r.sectors += sectors;
         return;
     }
+    SmallMap &seen = C.small[0];
+    seen.clear();
+    for (uint32_t m = in.mask; m && !seen.full(); m &= m - 1) {
+        const uint64_t a = in.addr[__builtin_ctz(m)];
+        for (uint64_t s = a >> 5; s <= (a + width - 1) >> 5 && !seen.full(); ++s) seen.add(s);
+    }
+    if (!seen.full()) {
+        r.sectors += seen.n;
+        return;
+    }
     std::vector<uint64_t> &v = C.scratch;
     v.clear();
     for (uint32_t m = in.mask; m; m &= m - 1) {
         const uint64_t a = in.addr[__builtin_ctz(m)];
-        for (uint64_t s = a >> 5; s <= (a + std::max<uint32_t>(r.width, 1) - 1) >> 5; ++s)
-            v.push_back(s);
+        for (uint64_t s = a >> 5; s <= (a + width - 1) >> 5; ++s) v.push_back(s);
     }
     r.sectors += distinct(v.data(), v.size());
 }
@@ -548,52 +586,43 @@ void cost_global(Count &C, pmpp_count_row &r, const CInst &in) {
 // that still have an update waiting, so a sector costs as many passes as the most lanes on one of
 // its addresses (on an H100, 32 lanes adding to one address count 32 sectors).
 void cost_global_atomic(Count &C, pmpp_count_row &r, const CInst &in) {
-    std::vector<uint64_t> &v = C.scratch;
-    v.clear();
-    for (uint32_t m = in.mask; m; m &= m - 1) v.push_back(in.addr[__builtin_ctz(m)]);
-    std::sort(v.begin(), v.end());
-    uint64_t sector = ~uint64_t(0), worst = 0, run = 0;
-    for (size_t i = 0; i <= v.size(); ++i) {
-        if (i == v.size() || (v[i] >> 5) != sector) {
-            r.sectors += worst;
-            if (i == v.size()) break;
-            sector = v[i] >> 5, worst = 0;
-        }
-        run = (i && v[i] == v[i - 1]) ? run + 1 : 1;
-        worst = std::max(worst, run);
+    SmallMap &lanes_on = C.small[0], &passes = C.small[1];
+    lanes_on.clear();
+    passes.clear();
+    for (uint32_t m = in.mask; m; m &= m - 1) lanes_on.add(in.addr[__builtin_ctz(m)]);
+    for (size_t i = 0; i < lanes_on.n; ++i) {
+        const size_t slot = lanes_on.order[i];
+        bool inserted;
+        uint32_t &most = passes.at(lanes_on.key[slot] >> 5, inserted);
+        most = std::max(most, lanes_on.value[slot]);
     }
+    for (size_t i = 0; i < passes.n; ++i) r.sectors += passes.value[passes.order[i]];
 }
 
 void cost_addresses(Count &C, pmpp_count_row &r, const CInst &in) {
-    std::vector<uint64_t> &v = C.scratch;
-    v.clear();
-    for (uint32_t m = in.mask; m; m &= m - 1) v.push_back(in.addr[__builtin_ctz(m)]);
-    std::sort(v.begin(), v.end());
-    uint64_t most = 0, run = 0;
-    for (size_t i = 0; i < v.size(); ++i) {
-        run = (i && v[i] == v[i - 1]) ? run + 1 : 1;
-        most = std::max(most, run);
-    }
+    SmallMap &lanes_on = C.small[0];
+    lanes_on.clear();
+    uint64_t most = 0;
+    for (uint32_t m = in.mask; m; m &= m - 1) most = std::max<uint64_t>(most, lanes_on.add(in.addr[__builtin_ctz(m)]));
     r.max_same_address = std::max(r.max_same_address, most);
-    r.addresses += size_t(std::unique(v.begin(), v.end()) - v.begin());
+    r.addresses += lanes_on.n;
 }
 
 void cost_shared(Count &C, pmpp_count_row &r, const CInst &in, uintptr_t window) {
     const uint32_t width = std::max<uint32_t>(r.width, 1);
     const uint32_t lanes = width <= 4 ? 32 : width <= 8 ? 16 : 8;  // lanes served together
-    std::vector<uint64_t> &v = C.scratch;
+    SmallMap &words = C.small[0];
     for (uint32_t g = 0; g < 32; g += lanes) {
         const uint32_t part = in.mask & uint32_t((uint64_t(1) << lanes) - 1) << g;
         if (!part) continue;
-        v.clear();
-        for (uint32_t m = part; m; m &= m - 1) {
-            const uint64_t off = in.addr[__builtin_ctz(m)] - window;
-            for (uint64_t word = off >> 2; word <= (off + width - 1) >> 2; ++word) v.push_back(word);
-        }
-        const size_t n = distinct(v.data(), v.size());
+        words.clear();
         uint32_t per_bank[32] = {};
         uint32_t worst = 0;
-        for (size_t i = 0; i < n; ++i) worst = std::max(worst, ++per_bank[v[i] & 31]);
+        for (uint32_t m = part; m; m &= m - 1) {
+            const uint64_t off = in.addr[__builtin_ctz(m)] - window;
+            for (uint64_t word = off >> 2; word <= (off + width - 1) >> 2; ++word)
+                if (words.add(word) == 1) worst = std::max(worst, ++per_bank[word & 31]);
+        }
         r.wavefronts += worst;
         r.ideal_wavefronts += 1;
     }
