@@ -275,10 +275,12 @@ class Counters(Mapping):
                  if (line is None or s.line == line) and (space is None or s.space == space)
                  and (op is None or s.op == op) and (file is None or s.file == file) and s.op != "block"]
         if not found:
+            recorded = sorted({s.line for s in self.samples if s.op != "block"})
+            where = (f"lines with one: {recorded}" if recorded else
+                     "the sampled warp made none: pick one that runs with sample_warp=(block, warp)")
             raise KeyError(f"no recorded access{'' if line is None else f' at line {line}'}"
                            f"{'' if space is None else f' to {space} memory'}"
-                           f"{'' if op is None else f' ({op})'}; lines with one: "
-                           f"{sorted({s.line for s in self.samples if s.op != 'block'})}")
+                           f"{'' if op is None else f' ({op})'}; {where}")
         first = found[0]
         sites = sorted({s.site for s in found if (s.file, s.line, s.space, s.op) == (first.file, first.line,
                                                                                       first.space, first.op)})

@@ -125,3 +125,15 @@ def test_counters_of_a_gpu_kernel_count_on_the_engine_and_copy_back():
     for name, expected in case["expected"].items():
         assert found[name] == expected, name
     np.testing.assert_array_equal(cupy.asnumpy(args[1]), cupy.asnumpy(args[0])[::2][:N])
+
+
+def test_a_warp_outside_the_grid_records_nothing_and_says_what_to_do(module):
+    case = next(c for c in CASES if c["name"] == "strided_load_1")
+    found = pmpp.counters(module.get_function("StridedLoad"), (GRID,), (BLOCK,), ncu.case_arguments(case, np, 0),
+                          sample_warp=(GRID + 3, 0))
+    assert found["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] == WARPS
+    with pytest.raises(KeyError, match="sample_warp"):
+        found.sample(space="global")
+    later = pmpp.counters(module.get_function("StridedLoad"), (GRID,), (BLOCK,), ncu.case_arguments(case, np, 0),
+                          sample_warp=(1, 2))
+    assert later.sample(space="global", op="ld").offsets[0] == 4 * (BLOCK + 64)
