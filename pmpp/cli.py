@@ -147,13 +147,18 @@ def _verify_sizes(chapter, variants, backend, verify) -> list[str]:
     return failed
 
 
+def _need_gpu(why: str) -> None:
+    """Stop a GPU-only command on a machine without a GPU, saying ``why`` and what to do instead."""
+    if resolve_backend("auto") != "cupy":
+        raise PmppError(why)
+
+
 def cmd_bench(args) -> int:
     from .device import ceilings
     from .results import default_path, write_results
     from .runner import format_table, measure_problems
-    if resolve_backend("auto") != "cupy":
-        raise PmppError("pmpp bench records GPU measurements and needs a GPU; on the CPU engine "
-                        "use 'pmpp run' (its times are CPU times)")
+    _need_gpu("pmpp bench records GPU measurements and needs a GPU; on the CPU engine use 'pmpp run' "
+              "(its times are CPU times)")
     limits = ceilings()
     out = args.out or default_path()
     print(backend_info("cupy"))
@@ -178,9 +183,8 @@ def cmd_profile(args) -> int:
     if args.counters:
         return cmd_profile_counters(args)
     from .profile import default_path, dram_traffic, find_ncu, write_profile
-    if resolve_backend("auto") != "cupy":
-        raise PmppError("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine "
-                        "has none (the notebooks show the recorded profile from results/dram/)")
+    _need_gpu("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine has none (the "
+              "notebooks show the recorded profile from results/dram/; 'pmpp profile --cpu' counts on the CPU engine)")
     ncu = find_ncu()
     out = args.out or default_path()
     for chapter in _chapters(args.chapter):
@@ -209,9 +213,8 @@ def cmd_profile_cpu(args) -> int:
 
 def cmd_profile_counters(args) -> int:
     from .ncu import default_path, find_ncu, profile_chapter, write_recording
-    if resolve_backend("auto") != "cupy":
-        raise PmppError("pmpp profile --counters records Nsight Compute's counters on a GPU; this machine has "
-                        "none: 'pmpp profile --cpu' counts on the CPU engine (the recording is in results/counters/)")
+    _need_gpu("pmpp profile --counters records Nsight Compute's counters on a GPU; this machine has none: "
+              "'pmpp profile --cpu' counts on the CPU engine (the recording is in results/counters/)")
     ncu = find_ncu()
     out = args.out or default_path()
     for chapter in _chapters(args.chapter):

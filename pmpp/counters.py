@@ -25,7 +25,6 @@ from typing import Any, Iterable, Mapping, Sequence
 SPACES = ("global", "shared", "constant", "code")
 OPS = ("ld", "st", "atom", "block")
 DEFAULT_GPU = "H100"
-SM_COUNT = {"H100": 132}   # what a count build reports as the device's SM count (grid sizing)
 
 # name -> what it counts. Names with a prefix other than engine__ are Nsight Compute's.
 METRICS = {
@@ -534,13 +533,8 @@ def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 
 
 
 def _sm_count(gpu: str) -> int:
-    try:
-        from .occupancy import gpu_spec
-        return int(gpu_spec(gpu).sm_count)
-    except (ImportError, AttributeError):
-        if gpu not in SM_COUNT:
-            raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(SM_COUNT)}") from None
-        return SM_COUNT[gpu]
+    from .occupancy import gpu_spec
+    return int(gpu_spec(gpu).sm_count)
 
 
 def _host_arguments(args):

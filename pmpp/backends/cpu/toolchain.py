@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -340,28 +339,20 @@ def source_locations(library, offsets):
 
 
 def symbolize(message):
-    """Replace the runtime's ``{{pc:module.so:0xOFFSET}}`` markers by ``file.cu:line``."""
-    markers = re.findall(r"\{\{pc:(.+?):0x([0-9a-f]+)\}\}", message)
+    """Replace the runtime's ``{{pc:module.so:0xOFFSET}}`` markers by ``file.cu:line`` (the
+    innermost line of the user's files, see :func:`source_locations`)."""
+    pattern = r"\{\{pc:(.+?):0x([0-9a-f]+)\}\}"
+    markers = re.findall(pattern, message)
     if not markers:
         return message
     by_module = {}
     for path, offset in markers:
-        by_module.setdefault(path, []).append(offset)
+        by_module.setdefault(path, set()).add(offset)
     where = {}
-    addr2line = shutil.which("addr2line")
     for path, offsets in by_module.items():
-        results = []
-        if addr2line:
-            try:
-                results = subprocess.run([addr2line, "-e", path, *(f"0x{o}" for o in offsets)],
-                                         capture_output=True, text=True, timeout=30).stdout.splitlines()
-            except (OSError, subprocess.SubprocessError):
-                results = []
-        for offset, result in zip(offsets, results + [""] * len(offsets)):
-            result = re.sub(r"\s*\(discriminator \d+\)", "", result).strip()
-            if result.startswith(DEBUG_PREFIX + "/"):
-                result = result[len(DEBUG_PREFIX) + 1:]
-            if not result or result.startswith("??"):
-                result = f"{Path(path).name}+0x{offset}"
-            where[(path, offset)] = result
-    return re.sub(r"\{\{pc:(.+?):0x([0-9a-f]+)\}\}", lambda m: where[(m.group(1), m.group(2))], message)
+        # a marker is the instruction's own offset; source_locations takes the one just past it
+        found = source_locations(path, [int(o, 16) + 1 for o in offsets])
+        for o in offsets:
+            file_line = found.get(int(o, 16) + 1)
+            where[(path, o)] = f"{file_line[0]}:{file_line[1]}" if file_line else f"{Path(path).name}+0x{o}"
+    return re.sub(pattern, lambda m: where[(m.group(1), m.group(2))], message)
