@@ -19,7 +19,7 @@ from . import counters, occupancy   # modules that are also called: pmpp.counter
 from .counters import Counters
 from .device import Ceilings, ceilings
 from .errors import (BackendUnavailableError, BarrierDivergenceError, CompileError,
-                     KernelCheckError, KernelCrashError, KernelTimeoutError, OutOfBoundsError,
+                     ExerciseNotImplemented, KernelCheckError, KernelCrashError, KernelTimeoutError, OutOfBoundsError,
                      PmppError, RaceError)
 from .loader import Function, Module, load
 from .source import kernels_dir
@@ -33,6 +33,7 @@ __all__ = [
     "ceilings", "Ceilings",
     "PmppError", "CompileError", "BackendUnavailableError", "KernelCheckError", "OutOfBoundsError",
     "RaceError", "BarrierDivergenceError", "KernelCrashError", "KernelTimeoutError",
+    "ExerciseNotImplemented",
 ]
 
 

@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("exercises", help="the exercises: variants left for the student")
+    p.add_argument("--nbgrader", action="store_true",
+                   help="write nbgrader's cell metadata into the notebooks from their exercise markers")
     p.set_defaults(func=cmd_exercises)
 
     p = sub.add_parser("grade", help="grade a submission: correctness, races, bounds, time")
@@ -229,7 +231,11 @@ def cmd_profile_counters(args) -> int:
 
 
 def cmd_exercises(args) -> int:
-    from .exercises import exercises
+    from .exercises import exercises, stamp_notebooks
+    if args.nbgrader:
+        for path in stamp_notebooks():
+            print(f"nbgrader metadata written: {path}")
+        return 0
     for exercise in exercises():
         print(f"{exercise.name:<32} {exercise.path}")
     return 0

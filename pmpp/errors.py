@@ -41,3 +41,13 @@ class KernelCrashError(PmppError):
 
 class KernelTimeoutError(PmppError):
     """The kernel did not finish within its time limit."""
+
+
+class ExerciseNotImplemented(PmppError):
+    """A variant that is an exercise still holds its stub (a student release): there is nothing to
+    run yet. The message names the file to write and the ``pmpp grade`` command."""
+
+    def __init__(self, exercise: str, path):
+        super().__init__(f"exercise: implement {path}, then run `pmpp grade {exercise}`")
+        self.exercise = exercise
+        self.path = path

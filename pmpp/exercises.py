@@ -9,6 +9,9 @@ An exercise is a chapter variant whose kernel file marks its solution, as nbgrad
 Notebook code cells mark theirs with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` and hide
 tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``.
 
+* The notebooks' exercise cells carry nbgrader's cell metadata, made from the markers by
+  :func:`nbgrader_metadata` (a solution cell holds ``### BEGIN SOLUTION``; a test cell's first line
+  is ``# tests: N points``), so nbgrader's ``generate_assignment`` and ``autograde`` work on them.
 * :func:`release` writes the student tree: solutions replaced by stubs that compile and fail
   grading with "not implemented yet", notebook outputs stripped, hidden tests and the test suite
   removed. Releasing twice gives identical files.
@@ -19,6 +22,7 @@ tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -28,8 +32,8 @@ from pathlib import Path
 
 from . import chapters
 from .backends import gpu_available
-from .errors import (CompileError, KernelCheckError, KernelCrashError, KernelTimeoutError,
-                     PmppError)
+from .errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
+                     KernelTimeoutError, PmppError)
 from .source import kernels_dir, resolve
 
 BEGIN, END = "// BEGIN SOLUTION", "// END SOLUTION"
@@ -82,6 +86,48 @@ def find(name: str) -> Exercise:
     raise KeyError(f"no exercise {name!r}; the exercises are: {listing}")
 
 
+def is_stub(path) -> bool:
+    """Whether a kernel file still holds an exercise's stub (as in a student release)."""
+    path = Path(path)
+    return path.is_file() and STUB_MARK in path.read_text()
+
+
+def require_implemented(chapter, variant) -> None:
+    """Raise :class:`ExerciseNotImplemented` if the variant's kernel file is still a stub."""
+    path = kernels_dir() / chapter.kernel_path(variant)
+    if is_stub(path):
+        raise ExerciseNotImplemented(f"{chapter.name}/{variant.name}",
+                                     f"kernels/{chapter.kernel_path(variant)}")
+
+
+def implemented(chapter, variants=None) -> list:
+    """The chapter's variants (or ``variants``) whose kernels are written; for each exercise still
+    stubbed, print what to do instead. Loops over "every variant" use this, so that a notebook
+    runs top to bottom in a student release."""
+    kept = []
+    for variant in variants or chapter.variants:
+        try:
+            require_implemented(chapter, variant)
+            kept.append(variant)
+        except ExerciseNotImplemented as exc:
+            print(exc)
+    return kept
+
+
+@contextlib.contextmanager
+def skip_if_not_implemented():
+    """Run a block that needs an exercise's kernel; if that kernel is still a stub, print what to
+    do and skip the rest of the block instead of failing::
+
+        with exercises.skip_if_not_implemented():
+            assert run_and_check("05_coarsened").ok
+    """
+    try:
+        yield
+    except ExerciseNotImplemented as exc:
+        print(exc)
+
+
 # ----------------------------------------------------------------------------------------------
 # Student release
 
@@ -102,6 +148,65 @@ def stub_cell(source: str) -> str:
                             source).rstrip("\n")
 
 
+_TESTS_LINE = re.compile(r"#\s*tests:\s*(\d+)\s*points?\b")
+
+
+def nbgrader_metadata(nb: dict) -> dict:
+    """Give each code cell the nbgrader metadata its markers call for, in place; return ``nb``.
+
+    * a cell with ``### BEGIN SOLUTION``: an autograded answer (``solution``);
+    * a cell whose first line is ``# tests: N points``: autograder tests worth N points (``grade``,
+      ``locked``), hidden tests allowed;
+    * any other cell: no nbgrader metadata (nbgrader treats it as ordinary code).
+
+    A cell with both is refused: nbgrader would then grade the student's own asserts."""
+    solutions = tests = 0
+    for cell in nb.get("cells", []):
+        cell.get("metadata", {}).pop("nbgrader", None)
+        if cell.get("cell_type") != "code":
+            continue
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        first = source.lstrip().split("\n", 1)[0]
+        points = _TESTS_LINE.fullmatch(first.strip())
+        has_solution = "### BEGIN SOLUTION" in source
+        if has_solution and points:
+            raise ValueError("a cell is both a solution and a test; put the tests in the next cell:\n"
+                             + source)
+        if "### BEGIN HIDDEN TESTS" in source and not points:
+            raise ValueError("hidden tests belong in a test cell, whose first line is "
+                             "'# tests: N points':\n" + source)
+        if has_solution:
+            solutions += 1
+            meta = {"grade": False, "grade_id": f"solution-{solutions}", "locked": False,
+                    "solution": True}
+        elif points:
+            tests += 1
+            meta = {"grade": True, "grade_id": f"tests-{tests}", "locked": True,
+                    "points": int(points.group(1)), "solution": False}
+        else:
+            continue
+        cell.setdefault("metadata", {})["nbgrader"] = {**meta, "schema_version": 3, "task": False}
+    return nb
+
+
+def notebook_text(nb: dict) -> str:
+    """A notebook as Jupyter (nbformat) writes it."""
+    return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def stamp_notebooks(folder=None) -> list[Path]:
+    """Write :func:`nbgrader_metadata` into every notebook of ``folder`` (default: the workbook's
+    notebooks/) whose metadata is not already up to date; return the notebooks changed."""
+    changed = []
+    for path in sorted(Path(folder or kernels_dir().parent / "notebooks").glob("*.ipynb")):
+        text = path.read_text()
+        stamped = notebook_text(nbgrader_metadata(json.loads(text)))
+        if stamped != text:
+            path.write_text(stamped)
+            changed.append(path)
+    return changed
+
+
 def student_notebook(text: str) -> str:
     nb = json.loads(text)
     for cell in nb.get("cells", []):
@@ -111,7 +216,7 @@ def student_notebook(text: str) -> str:
             cell["source"] = stub_cell(source)
             cell["outputs"] = []
             cell["execution_count"] = None
-    return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+    return notebook_text(nb)
 
 
 # What an instructor keeps to themselves: the test suite (it tests the solutions) and CI.

@@ -9,6 +9,7 @@ import numpy as np
 from .backends import resolve_backend
 from .chapters import Chapter, CheckResult, Variant
 from .errors import BackendUnavailableError
+from .exercises import implemented, require_implemented
 from .loader import load
 
 # Repeats per timing: GPU runs are short and noisy, CPU-engine runs are long and only indicative.
@@ -18,7 +19,10 @@ REPEATS = {"cupy": dict(warmup=5, repeat=30), "cpu": dict(warmup=1, repeat=3)}
 def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=False, path=None,
                  timeout=None, count=False):
     """Load a variant's kernel file — or ``path``, another file standing in for it (a student's).
-    ``count=True``: the CPU engine's count build (see :mod:`pmpp.counters`)."""
+    ``count=True``: the CPU engine's count build (see :mod:`pmpp.counters`). A variant whose own
+    file is an exercise's stub raises :class:`~pmpp.ExerciseNotImplemented`."""
+    if path is None:
+        require_implemented(chapter, variant)
     arch = variant.too_old_gpu() if resolve_backend(backend) == "cupy" else None
     if arch is not None:
         raise BackendUnavailableError(
@@ -64,9 +68,18 @@ def exact_check(output, reference) -> CheckResult:
     from . import asnumpy
     got = np.asarray(asnumpy(output), np.float64).reshape(-1)
     want = np.asarray(reference, np.float64).reshape(-1)
-    wrong = int(np.sum(got != want)) if got.shape == want.shape else max(got.size, want.size)
-    detail = "exact" if not wrong else f"{wrong} of {want.size} elements differ from the exact result"
-    return CheckResult(wrong == 0, float(wrong), 0.0, detail)
+    if got.shape != want.shape:
+        return CheckResult(False, float(max(got.size, want.size)), 0.0,
+                           f"expected {want.size} elements, got {got.size}")
+    differ = got != want
+    wrong = int(np.sum(differ))
+    if not wrong:
+        return CheckResult(True, 0.0, 0.0, "exact")
+    first = int(np.argmax(differ))
+    where = f"element {first}: " if want.size > 1 else ""
+    return CheckResult(False, float(wrong), 0.0,
+                       f"{wrong} of {want.size} elements differ from the exact result; "
+                       f"{where}got {float(got[first])!r}, expected {float(want[first])!r}")
 
 
 def measure(chapter: Chapter, *, backend="auto", problem=None,
@@ -77,14 +90,19 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
 
     Inputs are drawn once per distinct problem (fresh random ones on every call) and the reference
     computed once for them; each run gets its own copy, so every variant writes into a freshly
-    poisoned output and none can pass on what an earlier one left there."""
+    poisoned output and none can pass on what an earlier one left there. A chapter with exactly
+    summable inputs (sums, scans) is run and judged on those, bit for bit: at a GPU's size a
+    rounding tolerance would be wide enough to hide a wrong answer (the time does not depend on
+    the values)."""
     from .results import make_entry
     from .timing import bench
 
     backend = resolve_backend(backend)
     cases = _Cases(chapter, array_module(backend), np.random.default_rng(seed))
+    judge = _judge(chapter)
     base = dict(problem or default_problem(chapter, backend))
-    chosen = [chapter.variant(v) if isinstance(v, str) else v for v in variants or chapter.variants]
+    chosen = implemented(chapter, [chapter.variant(v) if isinstance(v, str) else v
+                                   for v in variants or chapter.variants])
     entries = []
     for variant in chosen:
         p = problem_for(variant, base)
@@ -92,7 +110,7 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
             continue
         module = load_variant(chapter, variant, backend=backend)
         inputs, reference = cases.get(p)
-        result = chapter.check(variant.launch(module, p, inputs), reference, p)
+        result = judge(variant.launch(module, p, inputs), reference, p)
         timing = bench(lambda: variant.launch(module, p, inputs), backend=backend, **REPEATS[backend])
         entries.append(make_entry(variant.name, "variant", chapter.describe(p), timing,
                                   variant.model(p), bool(result)))
@@ -102,7 +120,7 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
             if not lib.available(backend):
                 continue
             inputs, reference = cases.get(base)
-            result = chapter.check(lib.run(base, inputs), reference, base)
+            result = judge(lib.run(base, inputs), reference, base)
             timing = bench(lambda: lib.run(base, inputs), backend=backend, **REPEATS[backend])
             entries.append(make_entry(lib.name, "library", chapter.describe(base), timing, model,
                                       bool(result)))
@@ -123,8 +141,17 @@ def measure_problems(chapter: Chapter, problems: Iterable[Mapping[str, Any]], *,
     return found
 
 
+def _judge(chapter: Chapter):
+    """How :func:`measure` judges an output: exactly on exactly summable inputs, else the
+    chapter's check."""
+    if chapter.make_exact_inputs is not None:
+        return lambda output, reference, problem: exact_check(output, reference)
+    return chapter.check
+
+
 class _Cases:
-    """Inputs and reference per distinct problem, made once; :meth:`get` hands out a copy."""
+    """Inputs and reference per distinct problem, made once (exactly summable ones where the
+    chapter has them); :meth:`get` hands out a copy."""
 
     def __init__(self, chapter: Chapter, xp, rng):
         self.chapter, self.xp, self.rng = chapter, xp, rng
@@ -133,7 +160,8 @@ class _Cases:
     def get(self, problem: Mapping[str, Any]):
         key = repr(sorted(problem.items()))
         if key not in self.made:
-            inputs = self.chapter.make_inputs(problem, self.xp, self.rng)
+            make = self.chapter.make_exact_inputs or self.chapter.make_inputs
+            inputs = make(problem, self.xp, self.rng)
             self.made[key] = (inputs, self.chapter.reference(problem, inputs))
         inputs, reference = self.made[key]
         return {k: _copy(v) for k, v in inputs.items()}, reference
