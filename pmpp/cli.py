@@ -164,7 +164,7 @@ def cmd_bench(args) -> int:
     limits = ceilings()
     out = args.out or default_path()
     print(backend_info("cupy"))
-    print(f"measured ceilings: copy {limits.copy_gbs:.0f} GB/s, FP32 {limits.fp32_gflops:.0f} GFLOP/s")
+    print(f"measured ceilings: {limits}")
     for chapter in _chapters(args.chapter):
         def report(problem, entries, chapter=chapter):
             print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")

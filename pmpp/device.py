@@ -2,6 +2,9 @@
 
 * ``copy_gbs``: a large float4 grid-stride device-to-device copy (``kernels/common/copy.cu``),
   at least 1 GiB (and 8x L2) moved per run, counting bytes read plus bytes written.
+* ``read_gbs``: the same volume only read (``kernels/common/read.cu``): the ceiling of a kernel
+  that reads its input and writes next to nothing (a sum, a histogram). Recordings made before it
+  existed have None.
 * ``fp32_gflops``: independent chains of fused multiply-adds (``kernels/common/fma.cu``),
   counting 2 flops per FMA, its result checked so that the work cannot have been dropped.
 
@@ -47,7 +50,8 @@ BLOCK_DIM = 256
 
 @dataclass(frozen=True)
 class Ceilings:
-    """Measured ceilings (``copy_gbs``, ``fp32_gflops``) and datasheet peaks (None if unknown)."""
+    """Measured ceilings (``copy_gbs``, ``fp32_gflops``, ``read_gbs``) and datasheet peaks (None if
+    unknown)."""
 
     device: str
     copy_gbs: float
@@ -55,6 +59,7 @@ class Ceilings:
     peak_bw_gbs: float | None
     peak_fp32_gflops: float | None
     measured_on: str
+    read_gbs: float | None = None
 
     @property
     def ridge_intensity(self) -> float:
@@ -65,7 +70,8 @@ class Ceilings:
         def of_peak(x: float, peak: float | None) -> str:
             return f" ({100 * x / peak:.0f}% of the {peak:,.0f} datasheet peak)" if peak else ""
 
-        return (f"{self.device}: copy {self.copy_gbs:,.0f} GB/s{of_peak(self.copy_gbs, self.peak_bw_gbs)}, "
+        read = f"read {self.read_gbs:,.0f} GB/s, " if self.read_gbs else ""
+        return (f"{self.device}: copy {self.copy_gbs:,.0f} GB/s{of_peak(self.copy_gbs, self.peak_bw_gbs)}, {read}"
                 f"FP32 {self.fp32_gflops:,.0f} GFLOP/s{of_peak(self.fp32_gflops, self.peak_fp32_gflops)}; "
                 f"{self.measured_on}")
 
@@ -137,7 +143,7 @@ def recorded_ceilings(directory: str | os.PathLike | None = None) -> Ceilings:
                     fp32_gflops=float(c["fp32_gflops"]),
                     peak_bw_gbs=c.get("peak_bw_gbs") or peak_bw,
                     peak_fp32_gflops=c.get("peak_fp32_gflops") or peak_fp32,
-                    measured_on=results.label(r))
+                    measured_on=results.label(r), read_gbs=c.get("read_gbs"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,11 +153,13 @@ def measure(info: Mapping[str, Any] | None = None, *, warmup: int = 10, repeat: 
     """Measure both ceilings on the current GPU now (no cache)."""
     info = results._gpu_properties() if info is None else info
     copy, _ = measure_copy(info, warmup=warmup, repeat=repeat)
+    read, _ = measure_read(info, warmup=warmup, repeat=repeat)
     fp32, _ = measure_fp32(info, warmup=warmup, repeat=repeat)
     peak_bw, peak_fp32 = theoretical_peaks(info)
     today = _dt.date.today().isoformat()
     return Ceilings(device=info["name"], copy_gbs=copy, fp32_gflops=fp32, peak_bw_gbs=peak_bw,
-                    peak_fp32_gflops=peak_fp32, measured_on=f"measured on {info['name']}, {today}")
+                    peak_fp32_gflops=peak_fp32, measured_on=f"measured on {info['name']}, {today}",
+                    read_gbs=read)
 
 
 def _one_wave(info: Mapping[str, Any]) -> int:
@@ -184,6 +192,32 @@ def measure_copy(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
         raise RuntimeError("the bandwidth ceiling's copy kernel did not copy its input: its time is meaningless")
     t = bench(lambda: kernel(*launch), warmup=warmup, repeat=repeat, backend="cupy")
     return gbps(32 * n4, t.median_us), t
+
+
+def measure_read(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
+                 repeat: int = 30, unroll: int = 4, waves: int = 4) -> tuple[float, Timing]:
+    """(GB/s, Timing) of the read-only kernel, bytes read over time, its warp sums checked."""
+    import cupy
+    import numpy as np
+
+    import pmpp
+
+    info = results._gpu_properties() if info is None else info
+    read = max(COPY_MIN_BYTES, COPY_L2_FACTOR * (info.get("l2_bytes") or 0))
+    read = min(read, int(0.8 * cupy.cuda.Device().mem_info[0]))
+    n4 = read // 16
+    # Small integers: every thread's and every warp's sum is exact in float32, whatever the order.
+    src = cupy.random.randint(0, 4, size=4 * n4).astype(cupy.float32)
+    blocks = _one_wave(info) * waves
+    warp_sums = cupy.full(blocks * BLOCK_DIM // 32, cupy.nan, dtype=cupy.float32)
+    kernel = pmpp.load("common/read.cu", defines={"BLOCK_DIM": BLOCK_DIM, "UNROLL": unroll},
+                       backend="cupy").get_function("read_kernel")
+    launch = ((blocks,), (BLOCK_DIM,), (src, warp_sums, np.int64(n4)))
+    kernel(*launch)
+    if float(warp_sums.sum(dtype=cupy.float64)) != float(src.sum(dtype=cupy.float64)):
+        raise RuntimeError("the read-only ceiling's kernel did not read all of its input: its time is meaningless")
+    t = bench(lambda: kernel(*launch), warmup=warmup, repeat=repeat, backend="cupy")
+    return gbps(16 * n4, t.median_us), t
 
 
 def measure_fp32(info: Mapping[str, Any] | None = None, *, iters: int = FMA_ITERS, warmup: int = 10,
@@ -252,7 +286,8 @@ def _read_cache(path: Path, key: str) -> Ceilings | None:
         c = Ceilings(**data["ceilings"])
     except (OSError, ValueError, TypeError, KeyError):
         return None      # missing or unreadable: measure again
-    ok = all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in (c.copy_gbs, c.fp32_gflops))
+    ok = all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+             for x in (c.copy_gbs, c.read_gbs, c.fp32_gflops))     # older caches lack read_gbs
     return c if ok else None
 
 

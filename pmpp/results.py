@@ -301,7 +301,7 @@ def _ceilings_dict(ceilings: Any) -> dict:
     if isinstance(ceilings, Mapping):
         d = dict(ceilings)
     else:
-        d = {k: getattr(ceilings, k) for k in ("copy_gbs", "fp32_gflops", "peak_bw_gbs",
+        d = {k: getattr(ceilings, k) for k in ("copy_gbs", "read_gbs", "fp32_gflops", "peak_bw_gbs",
                                                "peak_fp32_gflops", "measured_on") if hasattr(ceilings, k)}
     return d
 

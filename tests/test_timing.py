@@ -140,7 +140,8 @@ FAKE_GPU = {"name": "Fake GPU 80GB", "compute_capability": "9.0", "sm_count": 13
 
 
 def fake_measured(info=None, **kw):
-    return ceil.Ceilings("Fake GPU 80GB", 3000.0, 50000.0, 3352.0, 66908.0, "measured on Fake GPU 80GB, 2026-11-21")
+    return ceil.Ceilings("Fake GPU 80GB", 3000.0, 50000.0, 3352.0, 66908.0, "measured on Fake GPU 80GB, 2026-11-21",
+                         read_gbs=3100.0)
 
 
 @pytest.fixture
@@ -234,3 +235,16 @@ def test_gpu_bench_times_the_device_not_the_hosts_launch_overhead():
 
     t = bench(slow_host_launch, warmup=2, repeat=20, backend="cupy")
     assert t.clock == CUDA_EVENTS and t.median_us < 50, t
+
+
+def test_read_ceiling_kernel_reads_every_element_once():
+    # The read-only ceiling's kernel, on the CPU engine: its warp sums add up to the input's sum
+    # (an unroll tail and a grid smaller than the input included).
+    import pmpp
+    n4 = 3 * 64 * 4 + 5                      # not a multiple of the grid or of UNROLL * grid
+    src = np.random.default_rng(3).integers(0, 4, size=4 * n4).astype(np.float32)
+    warp_sums = np.full(64 // 32 * 3, np.nan, dtype=np.float32)
+    kernel = pmpp.load("common/read.cu", defines={"BLOCK_DIM": 64, "UNROLL": 4},
+                       backend="cpu", check=True).get_function("read_kernel")
+    kernel((3,), (64,), (src, warp_sums, np.int64(n4)))
+    assert float(warp_sums.sum(dtype=np.float64)) == float(src.sum(dtype=np.float64))

@@ -1,4 +1,5 @@
-"""Beyond the book: elementwise kernels (seeds/004, OneFlow's elementwise template).
+"""Beyond the book: elementwise kernels (after OneFlow's elementwise template,
+``oneflow/core/cuda/elementwise.cuh``, and its blog post "How to implement an efficient elementwise CUDA kernel").
 
 The problem: ``z = op(x, y)`` over ``n`` elements of ``dtype`` (float32 or float16),
 ``{"n": int, "dtype": "float32" | "float16", "op": "mul" | "silu_mul"}``:
@@ -260,19 +261,19 @@ _MUL = {"op": "mul"}
 _SILU = {"op": "silu_mul"}
 
 VARIANTS = (
-    Variant("01_naive", "one thread per element, scalar loads", "seeds/004 (naive)",
+    Variant("01_naive", "one thread per element, scalar loads", "beyond the book",
             _naive("NaiveMulKernel"), _model(3, 1), name_expressions=_instances("NaiveMulKernel"),
             problem=_MUL, max_n=MAX_N),
-    Variant("02_grid_stride", "grid-stride loop, grid from the SM count", "seeds/004 (OneFlow)",
+    Variant("02_grid_stride", "grid-stride loop, grid from the SM count", "OneFlow elementwise.cuh",
             _grid_stride("GridStrideMulKernel", packed=False), _model(3, 1),
             name_expressions=_instances("GridStrideMulKernel"), problem=_MUL, max_n=MAX_N),
-    Variant("03_packed", "16-byte packs: float4 / 4 x half2", "seeds/004 (OneFlow)",
+    Variant("03_packed", "16-byte packs: float4 / 4 x half2", "OneFlow elementwise.cuh",
             _grid_stride("PackedMulKernel", packed=True), _model(3, 1),
             name_expressions=_instances("PackedMulKernel"), problem=_MUL, max_n=MAX_N),
     Variant("04_unfused_silu_mul", "silu(x) * y as two kernels (5 arrays moved)", "beyond the seed",
             _unfused, _model(5, SILU_MUL_FLOPS),
             name_expressions=_instances("PackedSiluKernel", "PackedMulKernel"), problem=_SILU, max_n=MAX_N),
-    Variant("05_fused_silu_mul", "silu(x) * y fused into one kernel", "seeds/004 (OneFlow)",
+    Variant("05_fused_silu_mul", "silu(x) * y fused into one kernel", "OneFlow elementwise.cuh",
             _grid_stride("FusedSiluMulKernel", packed=True), _model(3, SILU_MUL_FLOPS),
             name_expressions=_instances("FusedSiluMulKernel"), problem=_SILU, max_n=MAX_N),
 )

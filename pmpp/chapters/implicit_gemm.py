@@ -1,5 +1,6 @@
 """Chapter 7, second part - multi-channel convolution as implicit GEMM, step by step against cuDNN
-(after the lab report in seeds/003, which builds it on a V100 and compares with cuDNN).
+(the SIMT GEMM tiling hierarchy of NVIDIA's CUTLASS documentation, "Efficient GEMM in CUDA":
+block tiles in shared memory, warp tiles, thread tiles of outer products, double buffering).
 
 The problem, ``{"n", "c", "h", "w", "k", "r", "s", "stride", "pad"}`` (plus ``"precision"``,
 ``"fp32"`` unless a variant says ``"tf32"``)::
@@ -18,7 +19,7 @@ Every kernel in ``kernels/implicit_gemm/`` handles any shape within 32-bit index
 run). The bar to beat is cuDNN through ``torch.nn.functional.conv2d``: FP32 with TF32 disabled,
 and TF32 enabled for the TF32 variant.
 
-The lab report's sweep (N=8, C in {32, 64}, H=W in {64, 128}, K in {128, 256}, 3x3, pad 1) is
+The sweep of shapes (N=8, C in {32, 64}, H=W in {64, 128}, K in {128, 256}, 3x3, pad 1) is
 :func:`sweep`; on a GPU, ``pmpp bench implicit_gemm --all-problems`` measures it and writes it
 into the results file under the key :data:`SWEEP_KEY`, beside the chapter's own entries.
 """
@@ -46,7 +47,7 @@ RSCK_ALIGN = 4            # 07/08: rows of the rearranged filter padded to a mul
 GPU_PROBLEM = {"n": 8, "c": 64, "h": 128, "w": 128, "k": 128, "r": 3, "s": 3, "stride": 1, "pad": 1}
 CPU_PROBLEM = {"n": 2, "c": 8, "h": 13, "w": 13, "k": 16, "r": 3, "s": 3, "stride": 1, "pad": 1}
 
-# The lab report's sweep; 8 x 64 x 128 x 128, K = 128 is the chapter's GPU problem.
+# The sweep of shapes; 8 x 64 x 128 x 128, K = 128 is the chapter's GPU problem.
 SWEEP = tuple({"n": 8, "c": c, "h": hw, "w": hw, "k": k, "r": 3, "s": 3, "stride": 1, "pad": 1}
               for k in (128, 256) for c in (32, 64) for hw in (64, 128))
 SWEEP_KEY = "implicit_gemm:sweep"      # where `pmpp bench --all-problems` records the sweep
@@ -312,7 +313,7 @@ def _model(rearranges_filter: bool = False):
 
 def load_intensity(tile_m: int, tile_n: int) -> float:
     """FLOP per byte that a block computing tile_m filters x tile_n pixels loads from global
-    memory (L2 or DRAM), the lab report's model: per reduction index it loads tile_m filter and
+    memory (L2 or DRAM): per reduction index it loads tile_m filter and
     tile_n im2col values (4 bytes each) for tile_m * tile_n multiply-adds (2 FLOP each), so
     tile_m * tile_n / (2 (tile_m + tile_n)). One output per thread, no reuse (01): 1 x 1, 0.25 OP/B,
     the book's figure for its basic kernel; square tiles maximize it for a given tile area."""
@@ -432,21 +433,21 @@ TILES = {"01_naive": (1, 1), "02_shared_tiles": (16, 16), "03_warp_tile": (16, 1
 """The output tile (filters x pixels) a block computes, for :func:`load_intensity`."""
 
 VARIANTS = (
-    Variant("01_naive", "naive: one output per thread", "report v0, PMPP 7.2",
+    Variant("01_naive", "naive: one output per thread", "PMPP 7.2",
             _launch_naive, _model(), defines={"BLOCK_DIM": 256}),
-    Variant("02_shared_tiles", "16 x 16 shared-memory tiles of filter and im2col", "report v1, PMPP 5.4",
+    Variant("02_shared_tiles", "16 x 16 shared-memory tiles of filter and im2col", "PMPP 5.4",
             _tiled("ImplicitGemmSharedTilesKernel", square_block=True), _model(), defines={"TILE": 16}),
-    Variant("03_warp_tile", "warp tile: a warp computes 4 x 8 outputs", "report v2",
+    Variant("03_warp_tile", "warp tile: a warp computes 4 x 8 outputs", "CUTLASS warp tile",
             _tiled("ImplicitGemmWarpTileKernel"), _model(), defines={"TILE": 16}),
-    Variant("04_thread_tile", "thread tile: 4 x 4 outer products, 64 x 64 tiles", "report v3",
+    Variant("04_thread_tile", "thread tile: 4 x 4 outer products, 64 x 64 tiles", "CUTLASS thread tile",
             _tiled("ImplicitGemmThreadTileKernel", tile=64), _model()),
-    Variant("05_large_tile", "128 x 128 tiles, 8 x 8 per thread", "report v4",
+    Variant("05_large_tile", "128 x 128 tiles, 8 x 8 per thread", "CUTLASS thread tile",
             _tiled("ImplicitGemmLargeTileKernel", tile=128), _model()),
-    Variant("06_double_buffer", "double buffering: next tiles load during the FMAs", "beyond the report",
+    Variant("06_double_buffer", "double buffering: next tiles load during the FMAs", "beyond the book",
             _tiled("ImplicitGemmDoubleBufferKernel", tile=128), _model()),
-    Variant("07_rsc_order", "reduction over (r, s) outside, c inside; RSCK filter", "beyond the report",
+    Variant("07_rsc_order", "reduction over (r, s) outside, c inside; RSCK filter", "beyond the book",
             _rsc("ImplicitGemmRscKernel"), _model(rearranges_filter=True)),
-    Variant("08_tf32_mma", "TF32 tensor cores: mma.sync.m16n8k8", "beyond the report",
+    Variant("08_tf32_mma", "TF32 tensor cores: mma.sync.m16n8k8", "beyond the book",
             _rsc("ImplicitGemmTf32Kernel"), _model(rearranges_filter=True),
             problem={"precision": "tf32"}, gpu_only=True),
 )
@@ -481,7 +482,7 @@ CHAPTER = Chapter(
 
 
 # --------------------------------------------------------------------------------------------
-# The lab report's sweep
+# The sweep of shapes
 # --------------------------------------------------------------------------------------------
 
 def sweep(problems: Sequence[Mapping[str, Any]] = SWEEP, *, backend="auto",

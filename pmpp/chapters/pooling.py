@@ -1,4 +1,4 @@
-"""Beyond the book: MaxPool3D forward (seeds/000, a Jittor operator lab).
+"""Beyond the book: MaxPool3D forward, as PyTorch's ``torch.nn.functional.max_pool3d`` computes it.
 
 The problem: ``{"shape": (N, C, T, H, W), "kernel": k, "stride": s, "padding": p}``, float32.
 The output has shape (N, C, OT, OH, OW) with OT = floor((T + 2p - k) / s) + 1 (likewise OH, OW;
@@ -7,14 +7,13 @@ no ceil mode); y[n, c, ot, oh, ow] is the max of x over the k x k x k window sta
 p <= k / 2, so every window holds at least one cell of x. A max never rounds: every output must
 EQUAL the NumPy reference.
 
-Variants, in the order the lab took them: 01 generic, 02 strength-reduced indices, 03 unrolled per
+Variants, step by step: 01 generic, 02 strength-reduced indices, 03 unrolled per
 kernel size with register caches, 04 no bounds checks without padding, 05 shared memory (the
-failed attempt), 06 and 07 the lab's two thread mappings (v4: w, h, N*C*t; v5: w, h, t), 08 a
-third mapping for stride 1 (beyond the lab: a column walk that reuses plane maxima), 09 the
+failed attempt), 06 and 07 two other thread mappings (v4: w, h, N*C*t; v5: w, h, t), 08 a
+third mapping for stride 1 (a column walk that reuses plane maxima), 09 the
 mapping picked per shape (:func:`choose_mapping`).
 
-:data:`SHAPES` are the 25 shapes of the table the lab measured against its reference (here
-against PyTorch's ``max_pool3d``): kernel 2, 3, 8 with stride 1 and stride = kernel, on small and
+:data:`SHAPES` are 25 shapes measured against PyTorch's ``max_pool3d``: kernel 2, 3, 8 with stride 1 and stride = kernel, on small and
 large T*H*W and C, plus one with padding. :func:`shape_table` measures them.
 """
 from __future__ import annotations
@@ -267,26 +266,26 @@ _V4, _V5, _WALK = (_instances(name, ks) for name, ks in (
     ("MaxPool3DColumnWalk", UNROLLED)))
 
 VARIANTS = (
-    Variant("01_naive", "one thread per output, full index arithmetic", "seeds/000 (reference)",
+    Variant("01_naive", "one thread per output, full index arithmetic", "beyond the book",
             _one_per_output("MaxPool3DNaive", template=False), _model),
-    Variant("02_strength_reduced", "indices by addition, window clamped once", "seeds/000 v1",
+    Variant("02_strength_reduced", "indices by addition, window clamped once", "beyond the book",
             _one_per_output("MaxPool3DStrengthReduced", template=False), _model),
-    Variant("03_unrolled", "unrolled per kernel size, register cache", "seeds/000 v1",
+    Variant("03_unrolled", "unrolled per kernel size, register cache", "beyond the book",
             _one_per_output("MaxPool3DUnrolled", template=True, padded_param=False), _model,
             name_expressions=tuple(f"MaxPool3DUnrolled<{k}>" for k in (0, *UNROLLED))),
-    Variant("04_no_bounds", "no bounds checks without padding", "seeds/000 v2",
+    Variant("04_no_bounds", "no bounds checks without padding", "beyond the book",
             _one_per_output("MaxPool3DNoBounds", template=True), _model,
             name_expressions=_instances("MaxPool3DNoBounds")),
-    Variant("05_shared_memory", "tile in shared memory (the failed attempt)", "seeds/000 v3",
+    Variant("05_shared_memory", "tile in shared memory (the failed attempt)", "beyond the book",
             _shared, _model, name_expressions=tuple(f"MaxPool3DShared<{k}>" for k in (0, *UNROLLED))),
-    Variant("06_mapping_nct", "threads over w, h and N*C*t", "seeds/000 v4",
+    Variant("06_mapping_nct", "threads over w, h and N*C*t", "beyond the book",
             _mapped(lambda problem: "v4"), _model, name_expressions=_V4),
-    Variant("07_mapping_thw", "threads over w, h, t", "seeds/000 v5",
+    Variant("07_mapping_thw", "threads over w, h, t", "beyond the book",
             _mapped(lambda problem: "v5"), _model, name_expressions=_V5),
-    Variant("08_column_walk", "stride 1: walk t, reuse plane maxima", "beyond the lab",
+    Variant("08_column_walk", "stride 1: walk t, reuse plane maxima", "beyond the book",
             _mapped(lambda problem: "walk" if walks(problem) else "v5"), _model,
             name_expressions=_V5 + _WALK),
-    Variant("09_per_shape", "mapping picked per shape (v4, v5, walk)", "seeds/000 final",
+    Variant("09_per_shape", "mapping picked per shape (v4, v5, walk)", "beyond the book",
             _mapped(choose_mapping), _model, name_expressions=_V4 + _V5 + _WALK),
 )
 
@@ -338,7 +337,7 @@ CHAPTER = Chapter(
     describe=lambda p: (f"x {tuple(p['shape'])} float32, kernel {p['kernel']}, stride {p['stride']}, "
                         f"padding {p['padding']}"),
     # `pmpp bench --all-problems` records, beside kernel 2 stride 2: kernel 3 stride 1, and the
-    # 25 shapes of the lab's table.
+    # 25 shapes of SHAPES.
     bench=(BenchSet("k3s1", (_pool(GPU_SHAPE, 3, 1),)), BenchSet("shapes", SHAPES)),
 )
 

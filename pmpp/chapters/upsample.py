@@ -1,4 +1,5 @@
-"""Beyond the book: UpsampleNearest2D, forward and backward (seeds/004, OneFlow's 2x kernels).
+"""Beyond the book: UpsampleNearest2D, forward and backward (after OneFlow's specialised 2x kernels in
+``oneflow/user/kernels/upsample_nearest_kernel.cu``, against PyTorch's ``UpSampleNearest2d.cu``).
 
 The problem: ``{"shape": (N, C, H, W), "scale": s, "dtype": "float32" | "float16",
 "direction": "forward" | "backward"}``, ``shape`` being the small side:
@@ -234,7 +235,7 @@ VARIANTS = (
     UpsampleVariant("01_generic_forward", "forward: generic index mapping, one thread per output",
                     "PyTorch's kernel", _generic("UpsampleNearest2DGenericForward"), _model,
                     name_expressions=_instances("UpsampleNearest2DGenericForward"), problem=_FWD),
-    UpsampleVariant("02_2x_forward", "forward 2x: a Pack2 written to two rows", "seeds/004 (OneFlow)",
+    UpsampleVariant("02_2x_forward", "forward 2x: a Pack2 written to two rows", "OneFlow upsample_nearest_kernel.cu",
                     _twice("UpsampleNearest2D2xForward", wide=False), _model,
                     name_expressions=_instances("UpsampleNearest2D2xForward"), problem=_FWD, only_2x=True),
     UpsampleVariant("03_2x_forward_wide", "forward 2x: 16-byte loads and stores", "beyond the seed",
@@ -243,7 +244,7 @@ VARIANTS = (
     UpsampleVariant("04_generic_backward", "backward: generic, sums over the mapped outputs",
                     "PyTorch's kernel", _generic("UpsampleNearest2DGenericBackward"), _model,
                     name_expressions=_instances("UpsampleNearest2DGenericBackward"), problem=_BWD),
-    UpsampleVariant("05_2x_backward", "backward 2x: two Pack2 loads, a sum of four", "seeds/004 (OneFlow)",
+    UpsampleVariant("05_2x_backward", "backward 2x: two Pack2 loads, a sum of four", "OneFlow upsample_nearest_kernel.cu",
                     _twice("UpsampleNearest2D2xBackward", wide=False), _model,
                     name_expressions=_instances("UpsampleNearest2D2xBackward"), problem=_BWD, only_2x=True),
     UpsampleVariant("06_2x_backward_wide", "backward 2x: 16-byte loads and stores", "beyond the seed",
