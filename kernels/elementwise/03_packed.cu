@@ -8,7 +8,7 @@
 // NumPy buffers are; a slice x[1:] is not) the body runs in packs and the last n % PER_PACK
 // elements one by one; otherwise the whole array runs one by one - correct, only slower.
 // Expect: float32 at the copy roof (3 x 4 bytes per element); float16 gains most, since its
-// 2-byte accesses were the most instructions per byte (the seed: 52% -> 87% of bandwidth).
+// 2-byte accesses were the most instructions per byte.
 #include <cuda_fp16.h>
 
 #ifndef BLOCK_DIM

@@ -1,5 +1,5 @@
 // Multi-channel convolution as implicit GEMM, step 1: naive, one output per thread
-// (lab report seeds/003, version 0; PMPP 7.2's basic kernel, grown to N, C and K)
+// (PMPP 7.2's basic kernel, grown to N, C and K)
 // The problem: output[n][k][p][q] = sum over c < C, r < R, s < S of
 //     input[n][c][p*stride - pad + r][q*stride - pad + s] * filter[k][c][r][s]
 // (a cross-correlation, as in the book and in deep learning; input rows/columns outside the

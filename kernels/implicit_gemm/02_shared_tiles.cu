@@ -1,5 +1,5 @@
-// Implicit GEMM, step 2: shared-memory tiles (lab report seeds/003, version 1; PMPP 5.4's tiled
-// matrix multiplication applied to convolution)
+// Implicit GEMM, step 2: shared-memory tiles (PMPP 5.4's tiled matrix multiplication applied to
+// convolution; the formulation of CUTLASS's documentation, "Implicit GEMM Convolution")
 // Changed from 01_naive: the convolution is read as a matrix product
 //     output[k][npq] = sum over crs of filter[k][crs] * im2col[crs][npq]
 // with GEMM sizes M = K (filters), N = N*Oh*Ow (output pixels) and K = C*R*S (the reduction),

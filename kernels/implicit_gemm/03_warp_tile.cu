@@ -1,4 +1,4 @@
-// Implicit GEMM, step 3: warp tiling (lab report seeds/003, version 2)
+// Implicit GEMM, step 3: warp tiling (the warp level of CUTLASS's "Efficient GEMM in CUDA")
 // Changed from 02_shared_tiles: the same tiles and loads, but which output a thread computes is
 // chosen per warp. In 02 a warp (32 consecutive threads of a 16 x 16 block) computes 2 rows x 16
 // columns of the output tile: per multiply-add step it reads 2 filter values and 16 im2col values

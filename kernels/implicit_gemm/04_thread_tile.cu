@@ -1,4 +1,4 @@
-// Implicit GEMM, step 4: thread tiling with outer products (lab report seeds/003, version 3)
+// Implicit GEMM, step 4: thread tiling with outer products (CUTLASS's thread-level GEMM)
 // Changed from 03_warp_tile: each thread computes a 4 x 4 patch of outputs (register blocking,
 // PMPP's thread coarsening), so a 256-thread block covers a TILE_M x TILE_N = 64 x 64 output tile.
 // Per reduction step kk a thread loads 4 filter values (a column of its patch's rows) and 4 im2col

@@ -1,4 +1,4 @@
-// Implicit GEMM, step 6: double buffering (beyond the lab report; CUTLASS's two-stage pipeline)
+// Implicit GEMM, step 6: double buffering (CUTLASS's two-stage pipeline, "Efficient GEMM in CUDA")
 // Changed from 05_large_tile: two copies of each shared-memory tile. While the block computes on
 // one, the loads of the next step's tiles are already in flight: global -> registers is issued
 // before the compute, registers -> shared (the other copy) after it, so the compute hides the

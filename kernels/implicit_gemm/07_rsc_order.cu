@@ -1,5 +1,5 @@
-// Implicit GEMM, step 7: the reduction walks (r, s) outside and c inside (beyond the lab report;
-// the order of cuDNN's and CUTLASS's implicit-GEMM kernels)
+// Implicit GEMM, step 7: the reduction walks (r, s) outside and c inside (a step is one filter
+// position and a run of channels, as in CUTLASS's "Implicit GEMM Convolution")
 // Changed from 06_double_buffer: the reduction index is no longer crs = (c * R + r) * S + s taken
 // in that order. Any order gives the same sum, so take (r, s) in the outer loop and c in the
 // inner one: a step reduces over TILE_K = 16 consecutive channels of one (r, s). Then

@@ -1,5 +1,5 @@
-// Implicit GEMM, step 8: TF32 tensor cores, mma.sync (beyond the lab report; the report's
-// version 2 names the option: "warp-level GEMM ... through mma.sync or wmma on the tensor cores")
+// Implicit GEMM, step 8: TF32 tensor cores, mma.sync ("Efficient GEMM in CUDA", CUTLASS docs:
+// warp-level GEMMs "may be implemented either by TensorCores issuing mma.sync or wmma instructions")
 // Changed from 07_rsc_order: the same tiles, loads and double buffering, but the multiply-adds
 // run on the tensor cores. mma.sync.m16n8k8 (TF32 in, FP32 accumulate) has a warp multiply a
 // 16 x 8 tile of filter by an 8 x 8 tile of im2col and add the 16 x 8 product into accumulators

@@ -1,4 +1,4 @@
-// Beyond the book: MaxPool3D forward (seeds/000, a Jittor operator lab), the generic kernel
+// Beyond the book: MaxPool3D forward (the semantics of torch.nn.functional.max_pool3d), the generic kernel
 // y[n, c, ot, oh, ow] = max of x over the k x k x k window that starts at (ot*s - p, oh*s - p,
 // ow*s - p); cells of the window outside x (the padding) are -infinity, never 0. N and C are
 // folded into one index nc (the pool never crosses them). One thread per output element, a 1D

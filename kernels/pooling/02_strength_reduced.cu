@@ -1,10 +1,10 @@
-// Beyond the book: MaxPool3D with strength-reduced index arithmetic (seeds/000, version 1)
+// Beyond the book: MaxPool3D with strength-reduced index arithmetic
 // Changed from 01_naive: the index work leaves the inner loop. (nc, ot, oh, ow) come from three
 // divisions (a modulo becomes a multiply-subtract). The window is clamped to x once -
 // [max(t0, 0), min(t0 + k, T)) and likewise for h and w - so the loops never test a bound, and
 // they run over offsets instead of coordinates: t over multiples of H*W, h over multiples of W,
-// so that the address of a cell is an addition, not ((nc*T + t)*H + h)*W + w (the lab's
-// `for (i = i0 * stride0; i < i1 * stride0; i += stride0)`).
+// so that the address of a cell is an addition, not ((nc*T + t)*H + h)*W + w
+// (`for (i = i0 * stride0; i < i1 * stride0; i += stride0)`).
 // Expect: the same loads, a third of the integer instructions per cell: faster where 01 was
 // instruction-bound (stride 1, large kernels), little change at k = s.
 #ifndef BLOCK_DIM

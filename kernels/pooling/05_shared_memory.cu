@@ -1,10 +1,10 @@
-// Beyond the book: MaxPool3D through shared memory - the lab's failed attempt (seeds/000, version 3)
+// Beyond the book: MaxPool3D through shared memory - an attempt that fails
 // Changed from 04_no_bounds: a block computes a tile of blockDim.x x blockDim.y outputs of one
 // output plane ot of one (n, c) volume. It first copies the input cells the tile's windows cover -
 // k planes of ((blockDim.y - 1)*s + k) rows of ((blockDim.x - 1)*s + k) values, -INFINITY outside
 // x - into shared memory, waits at __syncthreads(), then each thread takes its max from the tile.
 // Python shrinks the tile until it fits 48 KB of shared memory.
-// Why it fails (the lab measured 5-10x slower): shared memory pays off when values are reused.
+// Why it fails (slower than 04, see the notebook): shared memory pays off when values are reused.
 // At s = k there is no reuse at all: each value is stored to shared memory, waited for, and read
 // once - pure overhead. With s < k there is reuse, but the tile edges (the halo) are loaded for
 // few outputs, every block waits for its slowest loads at the barrier, and window reads of

@@ -1,4 +1,4 @@
-// Beyond the book: MaxPool3D thread mapping v4 - threads over w, h and N*C*t (seeds/000, version 4)
+// Beyond the book: MaxPool3D thread mapping v4 - threads over w, h and N*C*t
 // Changed from 04_no_bounds (05's shared memory is dropped): no more 1D grid with divisions to
 // recover the coordinates. A 3D block: x over output w, y over output h, and z over the folded
 // index nc * OT + ot, which Python sizes to fill the block: tx = min(1024, OW),
@@ -11,7 +11,7 @@
 #endif
 
 // The window's max, K known at compile time: one step loads a group of cells into registers
-// (`cache`), then folds them into the max - the lab's unrolling per kernel size. K = 2: the whole
+// (`cache`), then folds them into the max - unrolling per kernel size. K = 2: the whole
 // 2x2x2 window in one step (8 loads); K = 3: one plane, 3x3 (9); K = 8: one row (8). The loads of
 // a step are independent, so they are all in flight at once. Without padding (PADDED false)
 // every cell is inside x and no bound is tested.

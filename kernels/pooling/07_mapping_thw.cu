@@ -1,17 +1,17 @@
-// Beyond the book: MaxPool3D thread mapping v5 - threads over w, h, t (seeds/000, version 5)
+// Beyond the book: MaxPool3D thread mapping v5 - threads over w, h, t
 // Changed from 06_mapping_nct: the block covers a 3D tile of ONE output volume - x over w, y over
 // h, z over t: tx = min(1024, OW), ty = min(1024 / tx, OH), tz = min(1024 / (tx * ty), OT, 64) -
 // and the grid's x covers the volume's (w, h) tiles, its y the t tiles, its z the nc volumes.
 // Neighbouring threads now read neighbouring windows in all three directions, so with stride < k
 // the overlapping cells are found in L1 by the other threads of the same block.
-// Expect: faster than v4 on large volumes (the lab: v5 won most shapes), slower where an output
+// Expect: faster than v4 on large volumes, slower where an output
 // volume is smaller than a block (k = 8 on small inputs): then the block has few threads.
 #ifndef INFINITY        // <math.h> defines it; NVRTC compiles without the host headers
 #define INFINITY __int_as_float(0x7f800000)
 #endif
 
 // The window's max, K known at compile time: one step loads a group of cells into registers
-// (`cache`), then folds them into the max - the lab's unrolling per kernel size. K = 2: the whole
+// (`cache`), then folds them into the max - unrolling per kernel size. K = 2: the whole
 // 2x2x2 window in one step (8 loads); K = 3: one plane, 3x3 (9); K = 8: one row (8). The loads of
 // a step are independent, so they are all in flight at once. Without padding (PADDED false)
 // every cell is inside x and no bound is tested.

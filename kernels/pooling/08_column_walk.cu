@@ -1,4 +1,4 @@
-// Beyond the lab: MaxPool3D column walk - a third thread mapping, for stride 1
+// Beyond the book: MaxPool3D column walk - a third thread mapping, for stride 1
 // Changed from 07_mapping_thw: with stride 1, consecutive outputs along t share k - 1 of their k
 // input planes, so a thread that computes them one after another can keep what they share. The
 // thread owns one (nc, oh, ow) and a chunk of TCHUNK consecutive ot; the max of a window is the
@@ -15,7 +15,7 @@
 #endif
 
 // The window's max, K known at compile time: one step loads a group of cells into registers
-// (`cache`), then folds them into the max - the lab's unrolling per kernel size. K = 2: the whole
+// (`cache`), then folds them into the max - unrolling per kernel size. K = 2: the whole
 // 2x2x2 window in one step (8 loads); K = 3: one plane, 3x3 (9); K = 8: one row (8). The loads of
 // a step are independent, so they are all in flight at once. Without padding (PADDED false)
 // every cell is inside x and no bound is tested.

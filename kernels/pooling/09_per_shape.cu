@@ -1,10 +1,10 @@
-// Beyond the book: MaxPool3D, the thread mapping picked per shape (seeds/000, final version)
-// Changed from 08_column_walk: the lab's last step - keep several mappings and let the host pick
+// Beyond the book: MaxPool3D, the thread mapping picked per shape
+// Changed from 08_column_walk: the last step - keep several mappings and let the host pick
 // one for each shape. This file holds v4 (06), v5 (07) and the column walk (08); Python picks:
 // the walk for stride 1 (k = 2, 3, 8) when the output volume has at least 4 planes and 64
 // columns (otherwise it has nothing to reuse and too few threads), else v5 when its block
-// holds at least 256 threads, else v4 (whose z over nc * t fills the block). The lab's rule was
-// the same in spirit: v4 for k = 8 with stride 1 or with tiny outputs, v5 for the rest.
+// holds at least 256 threads, else v4 (whose z over nc * t fills the block): v4 where the
+// output volumes are tiny, v5 for the rest.
 // Expect: on every shape at least as fast as the better of 06-08.
 #ifndef INFINITY        // <math.h> defines it; NVRTC compiles without the host headers
 #define INFINITY __int_as_float(0x7f800000)
@@ -14,7 +14,7 @@
 #endif
 
 // The window's max, K known at compile time: one step loads a group of cells into registers
-// (`cache`), then folds them into the max - the lab's unrolling per kernel size. K = 2: the whole
+// (`cache`), then folds them into the max - unrolling per kernel size. K = 2: the whole
 // 2x2x2 window in one step (8 loads); K = 3: one plane, 3x3 (9); K = 8: one row (8). The loads of
 // a step are independent, so they are all in flight at once. Without padding (PADDED false)
 // every cell is inside x and no bound is tested.

@@ -1,4 +1,4 @@
-// Beyond the seed: UpsampleNearest2D 2x forward with 16-byte loads and stores
+// Beyond OneFlow's kernel: UpsampleNearest2D 2x forward with 16-byte loads and stores
 // Changed from 02_2x_forward: a thread takes a Pack of 16 bytes of one input row - 4 floats or 8
 // halves, one uint4 load - and writes the 32 bytes they become in each of the two output rows as
 // two uint4 stores: 4 stores of 16 bytes where 02 made 8 (float; 16 for half) of 8 or 4 bytes.

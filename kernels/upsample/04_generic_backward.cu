@@ -1,4 +1,5 @@
-// Beyond the book: UpsampleNearest2D backward, the generic kernel (seeds/004)
+// Beyond the book: UpsampleNearest2D backward, the generic kernel (PyTorch's scheme,
+// aten/src/ATen/native/cuda/UpSampleNearest2d.cu)
 // The gradient of the forward: every output (oh, ow) copied input (floor(oh*H/OH), floor(ow*W/OW)),
 // so dx[nc, ih, iw] sums dy over the outputs that map to it: rows oh in
 // [ceil(ih*OH/H), ceil((ih+1)*OH/H)), and likewise the columns - PyTorch's generic rule

@@ -1,4 +1,4 @@
-// Beyond the seed: UpsampleNearest2D 2x backward with every warp access contiguous
+// Beyond OneFlow's kernel: UpsampleNearest2D 2x backward with every warp access contiguous
 // Changed from 06_2x_backward_wide: in 06 a thread loads the 32 bytes of dy row 2h under its dx
 // pack as two 16-byte loads, so each warp-wide load instruction touches every other 16 bytes of a
 // 1 KB span - half of each 32-byte sector - and the second instruction fetches the other halves:

@@ -270,7 +270,7 @@ VARIANTS = (
     Variant("03_packed", "16-byte packs: float4 / 4 x half2", "OneFlow elementwise.cuh",
             _grid_stride("PackedMulKernel", packed=True), _model(3, 1),
             name_expressions=_instances("PackedMulKernel"), problem=_MUL, max_n=MAX_N),
-    Variant("04_unfused_silu_mul", "silu(x) * y as two kernels (5 arrays moved)", "beyond the seed",
+    Variant("04_unfused_silu_mul", "silu(x) * y as two kernels (5 arrays moved)", "beyond the book",
             _unfused, _model(5, SILU_MUL_FLOPS),
             name_expressions=_instances("PackedSiluKernel", "PackedMulKernel"), problem=_SILU, max_n=MAX_N),
     Variant("05_fused_silu_mul", "silu(x) * y fused into one kernel", "OneFlow elementwise.cuh",

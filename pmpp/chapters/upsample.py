@@ -238,7 +238,7 @@ VARIANTS = (
     UpsampleVariant("02_2x_forward", "forward 2x: a Pack2 written to two rows", "OneFlow upsample_nearest_kernel.cu",
                     _twice("UpsampleNearest2D2xForward", wide=False), _model,
                     name_expressions=_instances("UpsampleNearest2D2xForward"), problem=_FWD, only_2x=True),
-    UpsampleVariant("03_2x_forward_wide", "forward 2x: 16-byte loads and stores", "beyond the seed",
+    UpsampleVariant("03_2x_forward_wide", "forward 2x: 16-byte loads and stores", "beyond OneFlow's kernel",
                     _twice("UpsampleNearest2D2xForwardWide", wide=True), _model,
                     name_expressions=_instances("UpsampleNearest2D2xForwardWide"), problem=_FWD, only_2x=True),
     UpsampleVariant("04_generic_backward", "backward: generic, sums over the mapped outputs",
@@ -247,16 +247,16 @@ VARIANTS = (
     UpsampleVariant("05_2x_backward", "backward 2x: two Pack2 loads, a sum of four", "OneFlow upsample_nearest_kernel.cu",
                     _twice("UpsampleNearest2D2xBackward", wide=False), _model,
                     name_expressions=_instances("UpsampleNearest2D2xBackward"), problem=_BWD, only_2x=True),
-    UpsampleVariant("06_2x_backward_wide", "backward 2x: 16-byte loads and stores", "beyond the seed",
+    UpsampleVariant("06_2x_backward_wide", "backward 2x: 16-byte loads and stores", "beyond OneFlow's kernel",
                     _twice("UpsampleNearest2D2xBackwardWide", wide=True), _model,
                     name_expressions=_instances("UpsampleNearest2D2xBackwardWide"), problem=_BWD, only_2x=True),
     UpsampleVariant("07_2x_backward_coalesced", "backward 2x: contiguous warp loads, 8-byte stores",
-                    "beyond the seed", _twice("UpsampleNearest2D2xBackwardCoalesced", wide=True, thread_bytes=8),
+                    "beyond OneFlow's kernel", _twice("UpsampleNearest2D2xBackwardCoalesced", wide=True, thread_bytes=8),
                     _model, name_expressions=_instances("UpsampleNearest2D2xBackwardCoalesced"), problem=_BWD,
                     only_2x=True),
 )
 
-GPU_SHAPE = (16, 32, 80, 80)   # the seed's: 13 MB in, 52 MB out in float32 (L2 of an H100: 50 MB)
+GPU_SHAPE = (16, 32, 80, 80)   # OneFlow's benchmark shape (nn.Upsample, scale 2): 13 MB in, 52 MB out in float32 (L2 of an H100: 50 MB)
 
 # Awkward shapes every variant must handle: one element, W odd (no 16-byte path), W even but not a
 # multiple of 4 (07's 8-byte path for float only), W a multiple of 4 but not of 8 (16-byte path for
