@@ -239,9 +239,9 @@ def test_gpu_bench_times_the_device_not_the_hosts_launch_overhead():
 
 def test_read_ceiling_kernel_reads_every_element_once():
     # The read-only ceiling's kernel, on the CPU engine: its warp sums add up to the input's sum
-    # (an unroll tail and a grid smaller than the input included).
+    # (a last tile that is only partly inside the input included).
     import pmpp
-    n4 = 3 * 64 * 4 + 5                      # not a multiple of the grid or of UNROLL * grid
+    n4 = 2 * 64 * 4 + 5                      # two whole tiles and five float4s of a third
     src = np.random.default_rng(3).integers(0, 4, size=4 * n4).astype(np.float32)
     warp_sums = np.full(64 // 32 * 3, np.nan, dtype=np.float32)
     kernel = pmpp.load("common/read.cu", defines={"BLOCK_DIM": 64, "UNROLL": 4},
