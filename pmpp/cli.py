@@ -1,4 +1,4 @@
-"""The ``pmpp`` command: list, run, bench, profile and check-kernels."""
+"""The ``pmpp`` command: list, run, bench, profile, check-kernels, notebooks, exercises, grade, release."""
 from __future__ import annotations
 
 import argparse
@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
                           "engine's size in results/counters/ (what the engine is checked against)")
     p.add_argument("--out", help="recording (default: results/dram/ or results/counters/<device>-<commit>.json)")
     p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("notebooks", help="re-execute the notebooks in place, outputs and figures kept "
+                                         "(what is committed), and stamp nbgrader's metadata")
+    p.add_argument("names", nargs="*", help="only these notebooks (e.g. 10_reduction); default: all")
+    p.set_defaults(func=cmd_notebooks)
 
     p = sub.add_parser("exercises", help="the exercises: variants left for the student")
     p.add_argument("--nbgrader", action="store_true",
@@ -228,6 +233,21 @@ def cmd_profile_counters(args) -> int:
         write_recording(out, chapter.name, recorded)
     print(f"\nwrote {out}")
     return 0
+
+
+def cmd_notebooks(args) -> int:
+    import time
+
+    from .notebooks import execute, notebook_paths
+    print(backend_info(), flush=True)
+    failed = 0
+    for path in notebook_paths(args.names):
+        start = time.perf_counter()
+        errors = execute(path)
+        failed += bool(errors)
+        print(f"{path.name}: {'FAILED' if errors else 'ok'} ({time.perf_counter() - start:.0f} s)"
+              + "".join(f"\n    {e}" for e in errors), flush=True)
+    return 1 if failed else 0
 
 
 def cmd_exercises(args) -> int:
