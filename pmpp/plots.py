@@ -6,10 +6,13 @@ the figure: where the numbers come from. Timings taken on the CPU engine say so 
 """
 from __future__ import annotations
 
+import re
+import textwrap
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from pmpp.timing import CPU_WALL_CLOCK
 
@@ -21,15 +24,95 @@ PEAK_COLOR = "0.6"
 TRAFFIC_COLORS = ("0.55", "tab:green", "tab:purple")   # model, L1 requests, DRAM
 
 
-def plot_variants(entries: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None) -> Figure:
-    """Median time per entry: library routines hatched, and the fastest one drawn across as the bar
-    to beat. (What the bytes were, three ways, is :func:`bytes_three_ways`.)"""
+def plot_variants(entries: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None,
+                  device: str | None = None) -> Figure:
+    """Median time per entry: library routines hatched, and over the kernels of each problem and
+    precision the fastest library routine of that same problem and precision drawn across as the bar
+    to beat (:func:`to_beat`). The title names the device (``device``, else read from ``label``).
+    (What the bytes were, three ways, is :func:`bytes_three_ways`.)"""
     fig = Figure(figsize=(9, 4.8), layout="constrained")
     ax_time = fig.subplots()
     _time_panel(ax_time, entries, [e["name"] for e in entries])
-    fig.suptitle(title)
+    fig.suptitle(with_device(title, device or device_of(label, entries)))
     _footer(fig, entries, label)
     return fig
+
+
+def plot_problems(panels: Mapping[str, Sequence[Mapping[str, Any]]], *, title: str, label: str | None = None,
+                  device: str | None = None, ncols: int = 2) -> Figure:
+    """One time panel (as in :func:`plot_variants`) per problem, e.g. forward and backward in float32
+    and float16: ``panels`` maps a panel's title to its entries. Each panel's bar to beat is the
+    fastest library routine of its own problem and precision."""
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(6 * ncols, 4.2 * nrows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    for ax, (name, entries) in zip(axes, panels.items()):
+        _time_panel(ax, entries, [e["name"] for e in entries])
+        ax.set_title(name)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    every = [e for entries in panels.values() for e in entries]
+    fig.suptitle(with_device(title, device or device_of(label, every)))
+    _footer(fig, every, label)
+    return fig
+
+
+_PRECISIONS = (("tf32", r"tf32"), ("bfloat16", r"bf16|bfloat16"), ("float16", r"fp16|float16|half"),
+               ("float64", r"fp64|float64|double"), ("float32", r"fp32|float32"))
+
+
+def precision(entry: Mapping[str, Any]) -> str | None:
+    """The arithmetic precision of an entry: named in its name (``"cuDNN TF32 (torch conv2d)"``)
+    if there, else in its problem (``"... fp32"``), else None. The name wins: a library routine run
+    in TF32 on an FP32 problem is a TF32 entry."""
+    for text in (entry.get("name") or "", entry.get("problem") or ""):
+        for name, pattern in _PRECISIONS:
+            if re.search(rf"(?<![a-z0-9])({pattern})(?![a-z0-9])", str(text).lower()):
+                return name
+    return None
+
+
+def _problem_key(entry: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(the problem without its precision word, the entry's precision): a TF32 kernel's problem
+    ("... tf32") and a library routine run in TF32 on the same shape ("... fp32") match."""
+    shape = str(entry.get("problem") or "").lower()
+    for _, pattern in _PRECISIONS:
+        shape = re.sub(rf"(?<![a-z0-9])({pattern})(?![a-z0-9])", "", shape)
+    return " ".join(shape.split()), precision(entry)
+
+
+def to_beat(entries: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], list[int]]]:
+    """The bars to beat: for each (problem, precision) of the kernels (``kind`` "variant") among
+    ``entries``, the fastest library routine of that same problem and precision, with the indices
+    of the kernels it is drawn over. A library routine of another problem or precision (a 256-bin
+    library histogram beside 7-bin kernels, cuDNN in TF32 beside FP32 kernels) is no bar for them."""
+    groups: dict[tuple, list[int]] = {}
+    for i, e in enumerate(entries):
+        if e["kind"] == "variant":
+            groups.setdefault(_problem_key(e), []).append(i)
+    found = []
+    for key, kernels in groups.items():
+        library = [e for e in entries if e["kind"] == "library" and _problem_key(e) == key]
+        if library:
+            found.append((min(library, key=lambda e: e["median_us"]), kernels))
+    return found
+
+
+def device_of(label: str | None, entries: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """The device a figure's numbers come from, read from its ``label`` ("recorded on NVIDIA H100
+    80GB HBM3, 2026-11-21 (commit abc1234)" -> "NVIDIA H100 80GB HBM3"); "CPU engine" where the
+    entries were timed on the CPU engine; else None."""
+    if any(e.get("clock") == CPU_WALL_CLOCK for e in entries):
+        return "CPU engine"
+    found = re.search(r"\bon (?:the )?(.+?)(?:,|\s\(|;|$)", label or "")
+    return found.group(1).strip() if found else None
+
+
+def with_device(title: str, device: str | None) -> str:
+    """``title`` naming ``device``: unchanged if it names it already or there is none."""
+    if not device or device.lower() in title.lower():
+        return title
+    return f"{title} — {device}"
 
 
 def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: str | None = None,
@@ -53,13 +136,33 @@ def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: st
     for ax, ylabel, what in ((ax_bytes, "bytes", "bytes moved (log scale)"),
                              (ax_oi, "arithmetic intensity (OP/B)", "operations per byte, from each")):
         ax.set_yscale("log")
-        ax.set_xticks(list(at), names, rotation=30, ha="right")
+        _xticks(ax, list(at), names)
         ax.set_ylabel(ylabel)
         ax.set_title(what)
     ax_bytes.legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(with_device(title, device_of(label)))
     _footer(fig, [], label)
     return fig
+
+
+def _xticks(ax, at: Sequence[float], names: Sequence[str]) -> None:
+    """Tick labels that do not run into each other: long names wrapped onto two lines, rotated 45°
+    and anchored at the tick, smaller where there are many."""
+    wrapped = [textwrap.fill(str(n), 22, break_on_hyphens=False) if len(str(n)) > 24 else str(n) for n in names]
+    rotate = len(names) > 3 or max((len(n) for n in names), default=0) > 12
+    ax.set_xticks(list(at), wrapped, rotation=45 if rotate else 0, ha="right" if rotate else "center",
+                  rotation_mode="anchor", fontsize=8 if len(names) > 8 else 9)
+
+
+def _runs(indices: Sequence[int]) -> list[list[int]]:
+    """[0, 1, 2, 5, 6] -> [[0, 1, 2], [5, 6]]."""
+    runs: list[list[int]] = []
+    for i in sorted(indices):
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def _time_panel(ax, entries, names) -> None:
@@ -73,23 +176,30 @@ def _time_panel(ax, entries, names) -> None:
         if e.get("correct") is False:
             ax.annotate("wrong", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         ha="center", va="bottom", color=WRONG_COLOR, fontsize=8)
-    library = [e for e in entries if e["kind"] == "library"]
-    if library:
-        best = min(library, key=lambda e: e["median_us"])
-        ax.axhline(best["median_us"], color=LIBRARY_COLOR, linestyle="--",
-                   label=f"to beat: {best['name']} ({best['median_us']:.1f} µs)")
-        ax.legend(loc="upper right", fontsize=8)
+    bars_to_beat = to_beat(entries)
+    for best, kernels in bars_to_beat:
+        xs: list[float] = []
+        for run in _runs(kernels):      # over the kernels it is a bar for, nowhere else
+            xs += [run[0] - 0.45, run[-1] + 0.45, float("nan")]
+        what = f" ({best['problem']})" if len(bars_to_beat) > 1 and best.get("problem") else ""
+        ax.plot(xs[:-1], [best["median_us"]] * (len(xs) - 1), color=LIBRARY_COLOR, linestyle="--",
+                label=f"to beat: {best['name']} ({best['median_us']:.1f} µs){what}")
+    if bars_to_beat:
+        ax.legend(loc="upper right", fontsize=7 if len(bars_to_beat) > 1 else 8)
     if med and max(med) / min(med) > 30:
         ax.set_yscale("log")
-    ax.set_xticks(list(x), names, rotation=30, ha="right")
+    _xticks(ax, list(x), names)
     ax.set_ylabel("median time (µs)")
     ax.set_title("time per run (lower is better)")
 
 
 def roofline(entries: Sequence[Mapping[str, Any]], ceilings: Any, *, title: str,
-             label: str | None = None) -> Figure:
-    """Log-log roofline: the memory roof (copy bandwidth) and the compute roof (FP32 FMA rate),
-    datasheet peaks dotted beside them, and each entry a labeled point at (OP/B, GFLOP/s).
+             label: str | None = None, device: str | None = None) -> Figure:
+    """Log-log roofline: the memory roof (copy bandwidth; the read-only bandwidth dashed where it was
+    measured) and the compute roof (FP32 FMA rate), datasheet peaks dotted beside them, and each
+    entry a labeled point at (OP/B, GFLOP/s). Roofs and marker kinds are named in one legend; a
+    point's label is moved off the labels and points already placed (:func:`place_labels`). The
+    title names the device (``device``, else read from ``label``).
     ``ceilings``: a :class:`pmpp.ceilings.Ceilings` or a results file's ``"ceilings"`` dict."""
     copy, fp32 = _ceiling(ceilings, "copy_gbs"), _ceiling(ceilings, "fp32_gflops")
     points = [e for e in entries if (e.get("intensity") or 0) > 0 and (e.get("gflops") or 0) > 0]
@@ -98,56 +208,109 @@ def roofline(entries: Sequence[Mapping[str, Any]], ceilings: Any, *, title: str,
     ridge = fp32 / copy
     xs = [e["intensity"] for e in points] + [ridge]
     lo, hi = min(xs) / 4, max(xs) * 4
-    ax.plot([lo, ridge, hi], [copy * lo, fp32, fp32], color=ROOF_COLOR, linewidth=2)
-    mid = (lo * ridge) ** 0.5
-    ax.annotate(f"memory roof: copy {copy:,.0f} GB/s", (mid, copy * mid), textcoords="offset points",
-                xytext=(-6, 6), ha="right", fontsize=9, color=ROOF_COLOR)
-    ax.annotate(f"compute roof: FP32 FMA {fp32:,.0f} GFLOP/s", (hi, fp32), textcoords="offset points",
-                xytext=(-6, 6), ha="right", fontsize=9, color=ROOF_COLOR)
+    ylo, yhi = min([copy * lo] + [e["gflops"] for e in points]) / 2, fp32 * 3
+    ax.plot([lo, ridge, hi], [copy * lo, fp32, fp32], color=ROOF_COLOR, linewidth=2,
+            label=f"memory roof: copy {copy:,.0f} GB/s; compute roof: FP32 FMA {fp32:,.0f} GFLOP/s")
+    read = _optional_ceiling(ceilings, "read_gbs")
+    if read:
+        ax.plot([lo, fp32 / read], [read * lo, fp32], color=ROOF_COLOR, linewidth=1, linestyle="--",
+                label=f"read-only roof: {read:,.0f} GB/s")
     _peaks(ax, ceilings, lo, hi)
-    for e, left in zip(points, _label_sides(points)):
+    for e in points:
         ax.plot(e["intensity"], e["gflops"], marker="s" if e["kind"] == "library" else "o", linestyle="none",
                 color=_color(e))
-        ax.annotate(e["name"], (e["intensity"], e["gflops"]), textcoords="offset points",
-                    xytext=(-7 if left else 7, 0), ha="right" if left else "left", va="center", fontsize=8)
+    spots = place_labels([(e["intensity"], e["gflops"], e["name"]) for e in points], (lo, hi), (ylo, yhi))
+    for e, (dx, dy, ha, va) in zip(points, spots):
+        far = abs(dy) > 10 or abs(dx) > 10
+        ax.annotate(e["name"], (e["intensity"], e["gflops"]), textcoords="offset points", xytext=(dx, dy),
+                    ha=ha, va=va, fontsize=LABEL_SIZE,
+                    arrowprops=dict(arrowstyle="-", color="0.5", linewidth=0.5) if far else None)
+    handles, _ = ax.get_legend_handles_labels()
+    kinds = {e["kind"] for e in points}
+    if "variant" in kinds:
+        handles.append(Line2D([], [], marker="o", linestyle="none", color=VARIANT_COLOR, label="kernel variant"))
+    if "library" in kinds:
+        handles.append(Line2D([], [], marker="s", linestyle="none", color=LIBRARY_COLOR, label="library routine"))
+    if any(e.get("correct") is False for e in points):
+        handles.append(Line2D([], [], marker="o", linestyle="none", color=WRONG_COLOR, label="wrong result"))
+    ax.legend(handles=handles, loc="lower right", fontsize=7, framealpha=0.9)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_ylim(min([copy * lo] + [e["gflops"] for e in points]) / 2, fp32 * 3)
+    ax.set_ylim(ylo, yhi)
     ax.set_xlabel("arithmetic intensity (OP/B)")
     ax.set_ylabel("performance (GFLOP/s)")
-    ax.set_title(title)
+    ax.set_title(with_device(title, device or device_of(label, entries)))
     ax.grid(True, which="both", alpha=0.3)
     _footer(fig, entries, label)
     return fig
 
 
-def _label_sides(points: Sequence[Mapping[str, Any]]) -> list[bool]:
-    """Label left of the point (True) where a point just below it already has its label right."""
-    order = sorted(range(len(points)), key=lambda i: (points[i]["intensity"], points[i]["gflops"]))
-    left = [False] * len(points)
-    for prev, i in zip(order, order[1:]):
-        a, b = points[prev], points[i]
-        close = b["intensity"] / a["intensity"] < 1.3 and b["gflops"] / a["gflops"] < 1.25
-        left[i] = close and not left[prev]
-    return left
+LABEL_SIZE = 8
+# Where a point's label may go, in offset points from the point, tried in this order.
+_SPOTS = [(7, 0, "left", "center"), (-7, 0, "right", "center"), (5, 8, "left", "bottom"),
+          (5, -8, "left", "top"), (-5, 8, "right", "bottom"), (-5, -8, "right", "top")]
+_SPOTS += [(sx * 9, sy * step, "left" if sx > 0 else "right", "bottom" if sy > 0 else "top")
+           for step in (18, 28, 40) for sx in (1, -1) for sy in (1, -1)]
+
+
+def place_labels(points: Sequence[tuple[float, float, str]], xlim: tuple[float, float], ylim: tuple[float, float],
+                 size: tuple[float, float] = (500.0, 330.0)) -> list[tuple[float, float, str, str]]:
+    """Offsets for the labels of points on log-log axes so that no label covers another or a point:
+    each label, in turn, takes the first of a list of spots around its point (right, left, above,
+    below, then further out) that overlaps nothing placed so far and stays inside the axes, else the
+    spot that overlaps least. ``size``: the axes in points. Returns (dx, dy, ha, va) per point."""
+    def at(x, y):
+        fx = (np.log(x) - np.log(xlim[0])) / (np.log(xlim[1]) - np.log(xlim[0]))
+        fy = (np.log(y) - np.log(ylim[0])) / (np.log(ylim[1]) - np.log(ylim[0]))
+        return fx * size[0], fy * size[1]
+
+    def box(px, py, dx, dy, ha, va, text):
+        w, h = len(text) * LABEL_SIZE * 0.55, LABEL_SIZE * 1.25
+        x0 = px + dx if ha == "left" else px + dx - w
+        y0 = {"center": py + dy - h / 2, "bottom": py + dy, "top": py + dy - h}[va]
+        return x0, y0, x0 + w, y0 + h
+
+    def overlap(a, b):
+        return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+    where = [at(x, y) for x, y, _ in points]
+    taken = [(px - 4, py - 4, px + 4, py + 4) for px, py in where]
+    spots = [None] * len(points)
+    for i in sorted(range(len(points)), key=lambda i: (where[i][0], where[i][1])):
+        px, py = where[i]
+        best, best_cost = None, None
+        for spot in _SPOTS:
+            b = box(px, py, *spot, points[i][2])
+            outside = max(0, -b[0]) + max(0, b[2] - size[0]) + max(0, -b[1]) + max(0, b[3] - size[1])
+            cost = sum(overlap(b, t) for k, t in enumerate(taken) if k != i) + 50 * outside
+            if best_cost is None or cost < best_cost:
+                best, best_cost = (spot, b), cost
+            if cost == 0:
+                break
+        spots[i] = best[0]
+        taken.append(best[1])
+    return spots
 
 
 def _ceiling(ceilings: Any, name: str) -> float:
-    value = ceilings.get(name) if isinstance(ceilings, Mapping) else getattr(ceilings, name, None)
+    value = _optional_ceiling(ceilings, name)
     if not value or value <= 0:
         raise ValueError(f"roofline needs a positive ceilings {name!r}, got {value!r}")
     return float(value)
 
 
+def _optional_ceiling(ceilings: Any, name: str) -> float | None:
+    value = ceilings.get(name) if isinstance(ceilings, Mapping) else getattr(ceilings, name, None)
+    return float(value) if value else None
+
+
 def _peaks(ax, ceilings, lo: float, hi: float) -> None:
-    get = ceilings.get if isinstance(ceilings, Mapping) else lambda k: getattr(ceilings, k, None)
-    bw, fp32 = get("peak_bw_gbs"), get("peak_fp32_gflops")
+    bw, fp32 = _optional_ceiling(ceilings, "peak_bw_gbs"), _optional_ceiling(ceilings, "peak_fp32_gflops")
     if bw and fp32:
         ridge = fp32 / bw
         ax.plot([lo, ridge, hi], [bw * lo, fp32, fp32], color=PEAK_COLOR, linestyle=":",
                 label=f"datasheet peaks: {bw:,.0f} GB/s, {fp32:,.0f} GFLOP/s")
-        ax.legend(loc="lower right", fontsize=8)
 
 
 def _color(entry: Mapping[str, Any]) -> str:
@@ -166,9 +329,9 @@ def plot_bars(categories: Sequence[str], series: Mapping[str, Sequence[float]], 
     at = np.arange(len(categories))
     for k, (name, ys) in enumerate(series.items()):
         ax.bar(at + (k - (len(series) - 1) / 2) * width, ys, width, label=name)
-    ax.set_xticks(at, list(categories))
+    _xticks(ax, list(at), list(categories))
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(with_device(title, device_of(label)))
     ax.legend(fontsize=8)
     _footer(fig, [], label)
     return fig
@@ -195,7 +358,7 @@ def plot_intensity_table(xs: Sequence[float], series: Mapping[str, Sequence[floa
         ax.axhline(ridge, color=ROOF_COLOR, linestyle="--", label=f"ridge point ({ridge:.1f} OP/B)")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(with_device(title, device_of(label)))
     ax.legend(fontsize=8)
     _footer(fig, [], label)
     return fig

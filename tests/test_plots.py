@@ -131,3 +131,72 @@ def test_bytes_three_ways_draws_model_requests_and_dram_per_variant():
     legend = [t.get_text() for t in bytes_ax.get_legend().get_texts()]
     assert legend == ["book model", "requested at L1 (CPU engine)", "DRAM (Nsight Compute)"]
     assert LABEL in texts(fig)
+
+
+def test_title_names_the_device_from_the_label():
+    fig = plots.plot_variants(ENTRIES, title="Reduction, n=2^28", label=LABEL)
+    assert fig._suptitle.get_text() == "Reduction, n=2^28 — NVIDIA H100 80GB HBM3"
+    ax = plots.roofline(ENTRIES, CEILINGS, title="Reduction roofline", label=LABEL).axes[0]
+    assert "NVIDIA H100 80GB HBM3" in ax.get_title()
+    # named once where the title names it already; the CPU engine named for CPU timings
+    fig = plots.plot_variants(ENTRIES, title="on the NVIDIA H100 80GB HBM3", label=LABEL)
+    assert fig._suptitle.get_text() == "on the NVIDIA H100 80GB HBM3"
+    fig = plots.plot_variants([entry("01_simple", clock="cpu wall clock")], title="t")
+    assert fig._suptitle.get_text() == "t — CPU engine"
+    ncu = "DRAM and GPU counters: Nsight Compute on NVIDIA H100 80GB HBM3, 2026-11-25 (commit 302d5cd)"
+    assert plots.device_of(ncu) == "NVIDIA H100 80GB HBM3"
+    assert "NVIDIA H100 80GB HBM3" in plots.bytes_three_ways(TRAFFIC, title="t", label=ncu)._suptitle.get_text()
+
+
+def to_beat_lines(fig):
+    return [l for ax in fig.axes for l in ax.get_lines() if l.get_label().startswith("to beat")]
+
+
+def test_to_beat_is_a_library_routine_of_the_same_problem_only():
+    text, uniform = "n=268435456 bytes of English text, 7 bins", "n=268435456 uniform random bytes, 256 bins"
+    es = [dict(entry("05_contiguous", us=300), problem=text), dict(entry("12_register_counts", us=124), problem=text),
+          dict(entry("11_per_lane", us=102), problem=uniform), dict(entry("torch.bincount", "library", 1627), problem=uniform)]
+    (best, kernels), = plots.to_beat(es)
+    assert best["name"] == "torch.bincount" and kernels == [2]
+    (line,) = to_beat_lines(plots.plot_variants(es, title="t"))
+    assert list(line.get_xdata()) == [2 - 0.45, 2 + 0.45]     # over 11_per_lane, not over the 7-bin bars
+
+
+def test_to_beat_keeps_tf32_library_routines_off_fp32_kernels():
+    fp32, tf32 = "N=8 C=64 H=128 W=128 K=128 3x3 stride 1 pad 1 fp32", "N=8 C=64 H=128 W=128 K=128 3x3 stride 1 pad 1 tf32"
+    es = [dict(entry("07_rsc_order", us=515), problem=fp32), dict(entry("08_tf32_mma", us=261), problem=tf32),
+          dict(entry("cuDNN FP32 (torch conv2d)", "library", 473), problem=fp32),
+          dict(entry("cuDNN TF32 (torch conv2d)", "library", 148), problem=fp32)]
+    assert plots.precision(es[3]) == "tf32" and plots.precision(es[2]) == "float32"
+    pairs = {best["name"]: kernels for best, kernels in plots.to_beat(es)}
+    assert pairs == {"cuDNN FP32 (torch conv2d)": [0], "cuDNN TF32 (torch conv2d)": [1]}
+    # only FP32 kernels plotted: the TF32 routine is a hatched bar, not their line
+    fp32_only = [es[0], es[2], es[3]]
+    (line,) = to_beat_lines(plots.plot_variants(fp32_only, title="t"))
+    assert "cuDNN FP32" in line.get_label() and line.get_ydata()[0] == 473
+
+
+def test_plot_problems_draws_one_panel_per_problem_with_its_own_bar_to_beat():
+    fwd = [dict(entry("02_2x_forward", us=27), problem="forward float32"), dict(entry("torch", "library", 50), problem="forward float32")]
+    bwd = [dict(entry("07_coalesced", us=16), problem="backward float16"), dict(entry("torch", "library", 33), problem="backward float16")]
+    fig = plots.plot_problems({"forward, float32": fwd, "backward, float16": bwd}, title="Upsample", label=LABEL)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["forward, float32", "backward, float16"]
+    assert sorted(l.get_ydata()[0] for l in to_beat_lines(fig)) == [33, 50]
+    assert "NVIDIA H100 80GB HBM3" in fig._suptitle.get_text()
+
+
+def test_roofline_labels_of_close_points_do_not_overlap():
+    close = [entry(f"0{k}_variant_with_a_long_name", intensity=0.25 * (1 + 0.02 * k), gflops=200 * (1 + 0.03 * k))
+             for k in range(6)]
+    spots = plots.place_labels([(e["intensity"], e["gflops"], e["name"]) for e in close], (0.05, 20), (10, 1.5e5))
+    assert len({s[:2] for s in spots}) == len(close)       # six close points, six different spots
+    fig = plots.roofline(close, CEILINGS, title="t")
+    assert len(fig.axes[0].get_legend().get_texts()) >= 3 and len(fig.legends) == 0   # one legend, in the axes
+
+
+def test_long_tick_labels_are_wrapped_and_rotated():
+    es = ENTRIES + [entry("cupyx.scipy.ndimage.correlate with a long tail", "library", 300)]
+    ax = plots.plot_variants(es, title="t").axes[0]
+    ticks = ax.get_xticklabels()
+    assert "\n" in ticks[-1].get_text() and ticks[0].get_rotation() == 45

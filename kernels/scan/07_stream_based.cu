@@ -71,6 +71,7 @@ __global__ void StreamBasedScan(const T* X, T* Y, unsigned int* flags, T* scanVa
 
     if (t == 0) {                                                       // the domino
         T previousSum = T(0);
+        // BEGIN SOLUTION
         if (bid > 0) {
             while (atomicAdd(&flags[bid - 1], 0u) == 0u) {
             }                                                           // wait for block bid - 1
@@ -80,6 +81,7 @@ __global__ void StreamBasedScan(const T* X, T* Y, unsigned int* flags, T* scanVa
         scanValue[bid] = previousSum + in[BLOCK_DIM - 1];
         __threadfence();                                                // the value before the flag
         atomicExch(&flags[bid], 1u);
+        // END SOLUTION
         previousSum_s = previousSum;
     }
 

@@ -3,9 +3,9 @@
 // changed is the work of a block per element, so that DRAM, not the block, sets the pace.
 //  * Loads and stores are float4/int4 (16 bytes: LDG.E.128 / STG.E.128), VECS_PER_THREAD per
 //    thread, all issued before the first is used: 32 KB in flight per block of 128 threads.
-//    Marked streaming (__ldcs/__stcs): each byte is touched once. Large tiles pay: on an H100 at
-//    2^28, 4096-element tiles (256 threads x 4 vectors) took 1050 us, 8192-element ones
-//    (128 x 16) 897 us - half the tiles, counter draws and look-backs - and 875 us streamed.
+//    Marked streaming (__ldcs/__stcs): each byte is touched once. Large tiles pay: 8192-element
+//    tiles (128 threads x 16 vectors) mean half the tiles, counter draws and look-backs of
+//    4096-element ones.
 //  * The tile never visits shared memory. Vector r of thread t holds the tile's elements
 //    4 * (r * BLOCK_DIM + t) .. + 3 (row r of the tile, coalesced). Each thread scans its vectors
 //    (3 additions each); each warp scans the vectors' totals across its lanes with
@@ -18,8 +18,8 @@
 // x and y must be 16-byte aligned (fresh arrays are; Python checks). Any n: vectors that run past
 // the end are loaded and stored element by element.
 // Expect: copy speed - at 2^28 on an H100, within ~10% of the measured copy bandwidth counting
-// 2n * 4 bytes, where 08 is limited by its per-element instructions and barriers.
-// Measured (H100, 2^28 float32): 852 us, 0.84 of the copy bandwidth; 08 took 1459 us.
+// 2n * 4 bytes, where 08 is limited by its per-element instructions and barriers. The notebook
+// (11b_scan_single_pass) prints what the recorded run measured.
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 128           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
 #endif
@@ -77,12 +77,14 @@ __device__ void storeStatus(unsigned long long* p, unsigned long long status) {
 
 template <typename T>
 __device__ T warpInclusiveScan(T value, unsigned int lane) {        // Kogge-Stone across the lanes
+    // BEGIN SOLUTION
     for (unsigned int offset = 1; offset < 32; offset *= 2) {
         T below = __shfl_up_sync(FULL_MASK, value, offset);
         if (lane >= offset) {
             value += below;
         }
     }
+    // END SOLUTION
     return value;
 }
 

@@ -1,8 +1,7 @@
 // Beyond the book: the look-back hidden behind the next tile's loads
 // Changed from 09_vectorized_lookback: a block no longer scans one tile and exits. In 09 a block
 // holds its tile in registers while warp 0 looks back, and while it waits for a predecessor the
-// SM's registers hold data that is not moving: measured on an H100, 09 ran at copy speed with the
-// look-back taken out, and ~15% slower with it. Here a block keeps two tiles: it takes the next
+// SM's registers hold data that is not moving. Here a block keeps two tiles: it takes the next
 // tile's index and issues that tile's loads, then looks back for the current tile and stores it;
 // by the time the look-back is done, the next tile's data is arriving. Blocks stay resident
 // (the grid is what fits on the GPU at once, BLOCKS_PER_SM per SM) and take tiles from the
@@ -10,9 +9,9 @@
 // Still deadlock-free in any schedule: a block publishes a tile's aggregate before it waits on
 // anything for that tile, and the lowest tile without an inclusive prefix is always some block's
 // current tile, whose look-back needs only lower tiles - which all have theirs.
-// Expect: the speed 09 had without its look-back, near the copy bandwidth counting 2n * 4 bytes.
-// Measured (H100, 2^28 float32, at the best of the block shapes tried): slower than 09,
-// 949 us against 852 - the hypothesis did not hold; the notebook discusses why it might not.
+// Expect: near the copy bandwidth counting 2n * 4 bytes. The recorded run says otherwise: slower
+// than 09 (the notebook prints both and counts why: two tiles a block take registers, so fewer
+// blocks fit on an SM).
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 256           // launch with blockDim.x == BLOCK_DIM, a multiple of 32
 #endif

@@ -4,27 +4,18 @@
 // memory with __pipeline_memcpy_async (cp.async on sm_80 and later), which needs no register while
 // the copy is in flight. The tile doubles to 16384 elements (64 KB) at 64 registers a thread:
 // 4 blocks of 256 threads per SM hold 256 KB of tile, against 160 KB for 09's 5 blocks of 128.
-// Why that should help: a block of 09 holds its tile while it waits for its look-back - an
-// instrumented build of 09 (clock64 around each phase, H100, 2^28) spent a median 4.4 us loading
-// and scanning its tile and 6.9 us looking back - and the SM can only keep loading with the room
-// the waiting blocks leave. A vector in shared memory is scanned in place (each thread its own
+// Why that should help: a block of 09 holds its tile while it waits for its look-back, and the
+// SM can only keep loading with the room the waiting blocks leave. A vector in shared memory is
+// scanned in place (each thread its own
 // column of in_s, no barrier), turned into what its output needs, and read again to be stored;
 // a vector in registers is turned into it the same way, so no lane offsets are kept aside.
 // The look-back, its status words and the deadlock argument are 09's.
-// Loads and stores are plain, not streaming (__ldcs/__stcs) as in 09: on the H100 the evict-first
-// hint cost this kernel 2% (826 against 842 us in one run), and __ldcs cost a copy of four
-// float4 a thread 4% (767 against 737 us).
+// Loads and stores are plain, not streaming (__ldcs/__stcs) as in 09: here the evict-first hint
+// did not help.
 // x and y must be 16-byte aligned (Python checks). Any n: vectors that run past the end are
 // loaded and stored element by element.
-// Expect: closer to copy speed than 09. Measured (H100, 2^28 float32): see the notebook - 1-3%
-// faster than 09, still short of 0.9x copy. Where the time goes (instrumented builds, not part of
-// the workbook): with the look-back removed (prefix taken as 0: timing only) the same loads,
-// scans and stores take 745 us, 0.96 of copy - so the look-back costs about 10%. Timed per tile
-// with %globaltimer, the medians are 7.3 us to load and scan, 13.2 us to look back and 2.3 us to
-// store; of the look-back, 7.2 us pass before the last predecessor has published its aggregate
-// (tiles whose loads straggle: the 90th percentile load takes 13.6 us) and 5.1 us after it.
-// More room (3 blocks of 24576 elements) and polling with back-off moved the time by under 1%;
-// reading the status of 64-256 predecessors a round made it slower (855-945 us).
+// Expect: closer to copy speed than 09; the notebook (11b_scan_single_pass) prints the recorded
+// times.
 #include <cuda_pipeline.h>
 
 #ifndef BLOCK_DIM

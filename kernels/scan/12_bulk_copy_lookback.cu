@@ -5,16 +5,13 @@
 // prefix is added in place (cp.async.bulk from shared to global). The register rows are 11's.
 // The tile grows to 20480 elements (80 KB): 9 rows in registers (64 registers a thread, as 11)
 // and 11 rows (44 KB) in shared memory, 4 blocks of 256 threads per SM.
-// Why that should help: an instrumented build of 11 (H100, 2^28) showed that a tile whose loads
-// came late - and so held up the look-back of every tile after it - had mostly overlapped with
-// other blocks of the same SM storing their tiles: a block's loads queue behind the 16 store
+// Why that might help (a hypothesis, not measured here): a tile whose loads come late holds up
+// the look-back of every tile after it, and a block's loads may queue behind the 16 store
 // instructions per thread of its neighbours in the SM's load/store path. A bulk copy is one
 // instruction, carried out by the TMA unit beside that path, so half of each tile's loads and
 // stores no longer wait in it, and the larger tile fits because the shared rows need no
 // registers at all. Needs compute capability 9.0 (the H100): older GPUs have no bulk copy.
-// in_s starts on a 128-byte boundary, as global memory's lines do: a bulk copy needs only 16, but
-// with in_s where the compiler put it (16-byte aligned) this kernel took 837 us, and 781 us
-// aligned (H100, 2^28 float32, one run).
+// in_s starts on a 128-byte boundary, as global memory's lines do (a bulk copy needs only 16).
 // The look-back, its status words and the deadlock argument are 09's.
 // x and y must be 16-byte aligned (Python checks). Any n: a tile whose shared rows run past the
 // end loads and stores them per thread, element by element where a vector runs past it.

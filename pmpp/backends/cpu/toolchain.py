@@ -101,7 +101,10 @@ def _digest(*parts):
 @functools.lru_cache(maxsize=None)
 def _engine_digest():
     files = sorted(f for f in INCLUDE_DIR.rglob("*") if f.is_file()) + [RUNTIME_SOURCE, Path(_source.__file__)]
-    return _digest(ENGINE_VERSION, *(f.name.encode() + f.read_bytes() for f in files))
+    # A build's debug information names the engine's headers by absolute path, and its source
+    # lines are read through them: a build made by another copy of pmpp (a student release beside
+    # the workbook, sharing PMPP_CACHE_DIR) is not reused.
+    return _digest(ENGINE_VERSION, INCLUDE_DIR.resolve(), *(f.name.encode() + f.read_bytes() for f in files))
 
 
 def _tmp_name(final):
