@@ -4,8 +4,7 @@
   at least 1 GiB (and 8x L2) moved per run, counting bytes read plus bytes written.
 * ``read_gbs``: the same volume only read (``kernels/common/read.cu``, the fastest of 1, 2, 4 or 8
   float4 loads per thread): the ceiling of a kernel that reads its input and writes next to
-  nothing (a sum, a histogram). Recordings made before it
-  existed have None.
+  nothing (a sum, a histogram). Recordings made before it existed have None.
 * ``fp32_gflops``: independent chains of fused multiply-adds (``kernels/common/fma.cu``),
   counting 2 flops per FMA, its result checked so that the work cannot have been dropped.
 
@@ -170,6 +169,15 @@ def _one_wave(info: Mapping[str, Any]) -> int:
     return (info.get("sm_count") or 1) * per_sm
 
 
+def _bytes_per_run(info: Mapping[str, Any]) -> int:
+    """Bytes a bandwidth ceiling's kernel moves per timed run: at least COPY_MIN_BYTES and
+    COPY_L2_FACTOR times the L2, within 80% of the free device memory."""
+    import cupy
+
+    moved = max(COPY_MIN_BYTES, COPY_L2_FACTOR * (info.get("l2_bytes") or 0))
+    return min(moved, int(0.8 * cupy.cuda.Device().mem_info[0]))
+
+
 def measure_copy(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
                  repeat: int = 30) -> tuple[float, Timing]:
     """(GB/s, Timing) of the float4 device-to-device copy, bytes read + written over time."""
@@ -179,10 +187,7 @@ def measure_copy(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
     import pmpp
 
     info = results._gpu_properties() if info is None else info
-    moved = max(COPY_MIN_BYTES, COPY_L2_FACTOR * (info.get("l2_bytes") or 0))
-    free = cupy.cuda.Device().mem_info[0]
-    moved = min(moved, int(0.8 * free))              # two buffers of moved / 2 bytes each
-    n4 = moved // 32                                 # 16 bytes read + 16 written per float4
+    n4 = _bytes_per_run(info) // 32                  # 16 bytes read + 16 written per float4
     src = cupy.random.random(4 * n4, dtype=cupy.float32)
     dst = cupy.full_like(src, cupy.nan)
     kernel = pmpp.load("common/copy.cu", defines={"BLOCK_DIM": BLOCK_DIM},
@@ -206,9 +211,7 @@ def measure_read(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
     import pmpp
 
     info = results._gpu_properties() if info is None else info
-    read = max(COPY_MIN_BYTES, COPY_L2_FACTOR * (info.get("l2_bytes") or 0))
-    read = min(read, int(0.8 * cupy.cuda.Device().mem_info[0]))
-    n4 = read // 16
+    n4 = _bytes_per_run(info) // 16
     # Small integers: every thread's and every warp's sum is exact in float32, whatever the order.
     src = cupy.random.randint(0, 4, size=4 * n4).astype(cupy.float32)
     expected = float(src.sum(dtype=cupy.float64))

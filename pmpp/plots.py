@@ -57,8 +57,9 @@ def plot_problems(panels: Mapping[str, Sequence[Mapping[str, Any]]], *, title: s
     return fig
 
 
-_PRECISIONS = (("tf32", r"tf32"), ("bfloat16", r"bf16|bfloat16"), ("float16", r"fp16|float16|half"),
-               ("float64", r"fp64|float64|double"), ("float32", r"fp32|float32"))
+_PRECISIONS = [(name, re.compile(rf"(?<![a-z0-9])({pattern})(?![a-z0-9])")) for name, pattern in (
+    ("tf32", r"tf32"), ("bfloat16", r"bf16|bfloat16"), ("float16", r"fp16|float16|half"),
+    ("float64", r"fp64|float64|double"), ("float32", r"fp32|float32"))]
 
 
 def precision(entry: Mapping[str, Any]) -> str | None:
@@ -66,8 +67,8 @@ def precision(entry: Mapping[str, Any]) -> str | None:
     if there, else in its problem (``"... fp32"``), else None. The name wins: a library routine run
     in TF32 on an FP32 problem is a TF32 entry."""
     for text in (entry.get("name") or "", entry.get("problem") or ""):
-        for name, pattern in _PRECISIONS:
-            if re.search(rf"(?<![a-z0-9])({pattern})(?![a-z0-9])", str(text).lower()):
+        for name, word in _PRECISIONS:
+            if word.search(str(text).lower()):
                 return name
     return None
 
@@ -76,8 +77,8 @@ def _problem_key(entry: Mapping[str, Any]) -> tuple[str, str | None]:
     """(the problem without its precision word, the entry's precision): a TF32 kernel's problem
     ("... tf32") and a library routine run in TF32 on the same shape ("... fp32") match."""
     shape = str(entry.get("problem") or "").lower()
-    for _, pattern in _PRECISIONS:
-        shape = re.sub(rf"(?<![a-z0-9])({pattern})(?![a-z0-9])", "", shape)
+    for _, word in _PRECISIONS:
+        shape = word.sub("", shape)
     return " ".join(shape.split()), precision(entry)
 
 
