@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import chapters
@@ -20,6 +21,9 @@ def main(argv=None) -> int:
     except (PmppError, KeyError, ValueError, FileNotFoundError) as exc:
         print(f"pmpp {args.command}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:            # `pmpp ... | head` closed the pipe: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -251,7 +255,8 @@ def cmd_notebooks(args) -> int:
 
 
 def cmd_exercises(args) -> int:
-    from .exercises import exercises, stamp_notebooks
+    from .exercises import exercises
+    from .notebooks import stamp_notebooks
     if args.nbgrader:
         for path in stamp_notebooks():
             print(f"nbgrader metadata written: {path}")
@@ -262,12 +267,12 @@ def cmd_exercises(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .exercises import grade_main
+    from .grading import grade_main
     return grade_main(args.exercise, args.file, json_out=args.json, timeout=args.timeout)
 
 
 def cmd_release(args) -> int:
-    from .exercises import release
+    from .release import release
     written = release(args.student)
     print(f"wrote the student release ({len(written)} files) to {args.student}")
     return 0

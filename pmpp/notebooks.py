@@ -6,10 +6,10 @@ recordings in ``results/``. A cell that raises is kept with its error output and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .errors import BackendUnavailableError
-from .exercises import nbgrader_metadata, notebook_text
 from .source import kernels_dir
 
 CELL_TIMEOUT = 1800      # seconds; the exercise grading cells run the CPU engine's checks
@@ -49,3 +49,65 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT) -> list[str]:
     path.write_text(notebook_text(nbgrader_metadata(data)))
     return [f"cell {i}: {o['ename']}: {o['evalue']}" for i, cell in enumerate(data["cells"])
             for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+# ----------------------------------------------------------------------------------------------
+# nbgrader's cell metadata
+
+_TESTS_LINE = re.compile(r"#\s*tests:\s*(\d+)\s*points?\b")
+
+
+def nbgrader_metadata(nb: dict) -> dict:
+    """Give each code cell the nbgrader metadata its markers call for, in place; return ``nb``.
+
+    * a cell with ``### BEGIN SOLUTION``: an autograded answer (``solution``);
+    * a cell whose first line is ``# tests: N points``: autograder tests worth N points (``grade``,
+      ``locked``), hidden tests allowed;
+    * any other cell: no nbgrader metadata (nbgrader treats it as ordinary code).
+
+    A cell with both is refused: nbgrader would then grade the student's own asserts."""
+    solutions = tests = 0
+    for cell in nb.get("cells", []):
+        cell.get("metadata", {}).pop("nbgrader", None)
+        if cell.get("cell_type") != "code":
+            continue
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        first = source.lstrip().split("\n", 1)[0]
+        points = _TESTS_LINE.fullmatch(first.strip())
+        has_solution = "### BEGIN SOLUTION" in source
+        if has_solution and points:
+            raise ValueError("a cell is both a solution and a test; put the tests in the next cell:\n"
+                             + source)
+        if "### BEGIN HIDDEN TESTS" in source and not points:
+            raise ValueError("hidden tests belong in a test cell, whose first line is "
+                             "'# tests: N points':\n" + source)
+        if has_solution:
+            solutions += 1
+            meta = {"grade": False, "grade_id": f"solution-{solutions}", "locked": False,
+                    "solution": True}
+        elif points:
+            tests += 1
+            meta = {"grade": True, "grade_id": f"tests-{tests}", "locked": True,
+                    "points": int(points.group(1)), "solution": False}
+        else:
+            continue
+        cell.setdefault("metadata", {})["nbgrader"] = {**meta, "schema_version": 3, "task": False}
+    return nb
+
+
+def notebook_text(nb: dict) -> str:
+    """A notebook as Jupyter (nbformat) writes it."""
+    return json.dumps(nb, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def stamp_notebooks(folder=None) -> list[Path]:
+    """Write :func:`nbgrader_metadata` into every notebook of ``folder`` (default: the workbook's
+    notebooks/) whose metadata is not already up to date; return the notebooks changed."""
+    changed = []
+    for path in sorted(Path(folder or kernels_dir().parent / "notebooks").glob("*.ipynb")):
+        text = path.read_text()
+        stamped = notebook_text(nbgrader_metadata(json.loads(text)))
+        if stamped != text:
+            path.write_text(stamped)
+            changed.append(path)
+    return changed

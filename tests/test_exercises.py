@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pmpp import exercises
+from pmpp import exercises, release
 from pmpp.cli import main
 
 COARSENED = exercises.find("reduction/05_coarsened")
@@ -83,7 +83,7 @@ def test_unknown_exercise_lists_the_exercises():
 @pytest.fixture(scope="module")
 def student_tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("student")
-    exercises.release(root)
+    release.release(root)
     return root
 
 
@@ -112,7 +112,7 @@ def test_released_notebooks_have_no_outputs_solutions_or_hidden_tests(student_tr
 
 def test_releasing_twice_gives_identical_files(student_tree, tmp_path):
     again = tmp_path / "again"
-    exercises.release(again)
+    release.release(again)
     first = {p.relative_to(student_tree): p.read_bytes() for p in student_tree.rglob("*") if p.is_file()}
     second = {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()}
     assert first == second
@@ -121,7 +121,7 @@ def test_releasing_twice_gives_identical_files(student_tree, tmp_path):
 def test_release_refuses_a_folder_with_other_files(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
     with pytest.raises(ValueError, match="not empty"):
-        exercises.release(tmp_path)
+        release.release(tmp_path)
 
 
 def test_grade_command_writes_json_verdict(tmp_path, capsys):

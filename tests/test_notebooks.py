@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pmpp import exercises
+from pmpp import exercises, notebooks
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 CHAPTERS = [p for p in NOTEBOOKS if not p.name.startswith("00_")]
@@ -46,7 +46,7 @@ def test_figures_are_images_not_text(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_nbgrader_metadata_matches_the_markers(path):
     nb = json.loads(path.read_text())
-    assert exercises.notebook_text(exercises.nbgrader_metadata(nb)) == path.read_text(), \
+    assert notebooks.notebook_text(notebooks.nbgrader_metadata(nb)) == path.read_text(), \
         f"{path.name}: nbgrader metadata out of date; run `pmpp exercises --nbgrader`"
 
 

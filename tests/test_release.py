@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pmpp import exercises
+from pmpp import release
 
 ROOT = Path(__file__).parent.parent
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).parent.parent
 @pytest.fixture(scope="module")
 def student_tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("release") / "workbook"
-    exercises.release(root)
+    release.release(root)
     return root
 
 
