@@ -72,11 +72,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="write nbgrader's cell metadata into the notebooks from their exercise markers")
     p.set_defaults(func=cmd_exercises)
 
-    p = sub.add_parser("grade", help="grade a submission: correctness, races, bounds, time")
+    p = sub.add_parser("grade", help="grade submissions: correctness, races, bounds, points, time")
     p.add_argument("exercise", help="e.g. reduction/05_coarsened (see 'pmpp exercises')")
-    p.add_argument("file", nargs="?", help="the submitted .cu file (default: the exercise's own file)")
-    p.add_argument("--json", help="write the verdict as JSON to this file ('-' for stdout)")
+    p.add_argument("submissions", nargs="*", metavar="SUBMISSION",
+                   help="the submitted .cu file(s), relative to this folder, or a folder of student "
+                        "folders (default: the exercise's own file in the workbook)")
+    p.add_argument("--seed", type=int, help="the inputs' random seed (default: a fresh one, printed "
+                                            "with the verdict); the same seed repeats a verdict")
+    p.add_argument("--json", help="write the verdict(s) as JSON to this file ('-' for stdout)")
+    p.add_argument("--csv", help="write one row per submission (student, file, checks, points, "
+                                 "total) to this file")
+    p.add_argument("--feedback", metavar="DIR", help="write each student's verdict to DIR/STUDENT.txt")
+    p.add_argument("--jobs", type=int, help="submissions graded at once (default: the machine's cores)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per launch (default 30)")
+    p.add_argument("--quiet", action="store_true", help="no progress while grading")
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("release", help="write the student version of the workbook")
@@ -267,8 +276,13 @@ def cmd_exercises(args) -> int:
 
 
 def cmd_grade(args) -> int:
+    from .classroom import class_main
     from .grading import grade_main
-    return grade_main(args.exercise, args.file, json_out=args.json, timeout=args.timeout)
+    one_file = len(args.submissions) <= 1 and not any(map(os.path.isdir, args.submissions))
+    if one_file and not (args.csv or args.feedback):
+        return grade_main(args.exercise, (args.submissions or [None])[0], json_out=args.json,
+                          timeout=args.timeout, seed=args.seed, quiet=args.quiet)
+    return class_main(args)
 
 
 def cmd_release(args) -> int:

@@ -1,21 +1,29 @@
 """Grading: a submission checked against the chapter's reference.
 
-:func:`grade` checks a submission on fresh random inputs and awkward sizes, on the CPU engine with
-its race, bounds and barrier checks and a timeout, and on the GPU when there is one (with its time
-beside the reference solution's). Every failure is a verdict with a reason, never a traceback.
+:func:`grade` runs a fixed list of checks, each worth the points ``kernels/exercises.toml`` gives
+it: the file compiles; at each of the chapter's awkward sizes it is right on random inputs (on the
+CPU engine, with its race, bounds and barrier checks) and exact on inputs that every correct
+summation order sums exactly; on a GPU, right at full size, timed beside the reference solution.
+The inputs come from ``seed`` (a fresh one by default, recorded in the verdict), so the same seed
+gives the same verdict. Every failure is a verdict with a reason, never a traceback.
+:mod:`pmpp.classroom` grades many submissions at once.
 """
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
+import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import chapters
+import numpy as np
+
+from . import __version__, chapters
 from .backends import gpu_available
-from .errors import (CompileError, KernelCheckError, KernelCrashError, KernelTimeoutError,
-                     PmppError)
+from .errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
+                     KernelTimeoutError, PmppError)
 from .exercises import STUB_MARK, find
-from .source import resolve
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -25,12 +33,21 @@ class Check:
     name: str
     passed: bool
     reason: str = ""
+    points: float = 0.0          # earned
+    max_points: float = 0.0
+    size: str = ""               # the problem size it ran at, if any ("n=1000")
 
 
 @dataclass
 class GradeReport:
     exercise: str
     submission: str
+    sha256: str | None = None
+    student: str | None = None
+    seed: int | None = None
+    time: str = ""
+    workbook: str = ""
+    contained: str = ""          # how the submission was contained, or why it was not
     checks: list = field(default_factory=list)
     gpu_time_us: float | None = None
     reference_time_us: float | None = None
@@ -39,99 +56,194 @@ class GradeReport:
     def passed(self) -> bool:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
+    @property
+    def points(self) -> float:
+        return sum(c.points for c in self.checks)
+
+    @property
+    def max_points(self) -> float:
+        return sum(c.max_points for c in self.checks)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "passed": self.passed, "points": self.points,
+                "max_points": self.max_points}
+
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "passed": self.passed}, indent=2)
+        return json.dumps(self.as_dict(), indent=2)
 
     def __str__(self) -> str:
-        lines = [f"{self.exercise}: {'PASS' if self.passed else 'FAIL'} ({self.submission})"]
-        for c in self.checks:
-            lines.append(f"  [{'pass' if c.passed else 'FAIL'}] {c.name}" + (f": {c.reason}" if c.reason else ""))
+        digest = f", sha256 {self.sha256[:12]}" if self.sha256 else ""
+        who = f"{self.student}: " if self.student else ""
+        lines = [f"{who}{self.exercise}: {'PASS' if self.passed else 'FAIL'} "
+                 f"{_num(self.points)}/{_num(self.max_points)} points",
+                 f"  graded {self.submission}{digest}",
+                 f"  seed {self.seed} (pmpp grade --seed {self.seed} repeats this verdict); "
+                 f"{self.contained}"]
+        lines += [f"  [{'pass' if passed else 'FAIL'}] {name}" + (f": {reason}" if reason else "")
+                  for passed, name, reason in _folded(self.checks)]
         if self.gpu_time_us is not None:
-            ref = f", reference solution {self.reference_time_us:.1f} us" if self.reference_time_us else ""
+            ref = (f", reference solution {self.reference_time_us:.1f} us"
+                   if self.reference_time_us else "")
             lines.append(f"  GPU time {self.gpu_time_us:.1f} us{ref}")
         return "\n".join(lines)
 
 
-def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed=None) -> GradeReport:
-    """Grade a submission (default: the exercise's own kernel file) and return the report."""
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _folded(checks):
+    """(passed, name, reason) lines: failures with the same reason at several sizes become one
+    line that lists the sizes."""
+    lines, index = [], {}
+    for c in checks:
+        template = c.name.replace(c.size, "{sizes}") if c.size else c.name
+        key = (template, c.reason) if c.size and not c.passed else None
+        if key in index:
+            index[key][1].append(c.size)
+            continue
+        line = [c, [c.size], template]
+        lines.append(line)
+        if key:
+            index[key] = line
+    return [(c.passed, template.replace("{sizes}", ", ".join(sizes)) if c.size else c.name, c.reason)
+            for c, sizes, template in lines]
+
+
+# ----------------------------------------------------------------------------------------------
+# The checks
+
+@dataclass
+class _Planned:
+    kind: str                    # "compiles", "correct", "exact", "gpu"
+    name: str
+    problem: dict | None = None
+    size: str = ""
+
+
+def plan(exercise) -> list[_Planned]:
+    """The checks an exercise is graded on, in order: the same list whatever the submission does."""
+    chapter = chapters.get(exercise.chapter)
+    variant = chapter.variant(exercise.variant)
+    checks = [_Planned("compiles", "compiles on the CPU engine")]
+    for n in chapter.test_sizes or (None,):        # a chapter without sizes: its CPU problem
+        from .runner import problem_for
+        problem = problem_for(variant, {**chapter.problems["cpu"], **({} if n is None else {"n": n})})
+        size = f"n={n}" if n is not None else chapter.describe(problem)
+        checks.append(_Planned("correct", f"correct at {size} on random inputs (CPU engine: races, "
+                                          "bounds, barriers checked)", problem, size))
+        if chapter.make_exact_inputs is not None:
+            checks.append(_Planned("exact", f"exact at {size} on inputs every correct order sums "
+                                            "exactly", problem, size))
+    if gpu_available():
+        from .runner import default_problem, problem_for
+        problem = problem_for(variant, default_problem(chapter, "cupy"))
+        checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
+    return checks
+
+
+def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None,
+          student: str | None = None, progress=None, missing: str | None = None) -> GradeReport:
+    """Grade a submission — ``path``, relative to the current folder (default: the exercise's
+    own kernel file) — and return the report. ``progress(check)`` is called after each check.
+    ``missing``: there is no submission, for this reason (every check fails with it)."""
     ex = find(exercise)
-    submission = Path(path) if path else ex.path
-    report = GradeReport(ex.name, str(submission))
+    submission = Path(path).expanduser().resolve() if path else ex.path
+    seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
+    report = GradeReport(ex.name, "" if missing else str(submission), student=student, seed=seed,
+                         time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                         workbook=workbook_version(), contained=containment())
     chapter = chapters.get(ex.chapter)
     variant = chapter.variant(ex.variant)
-    try:
-        text = resolve(submission).read_text()
-    except (OSError, FileNotFoundError) as exc:
-        report.checks.append(Check("submission file", False, str(exc)))
-        return report
-    stubbed = STUB_MARK in text
-    if not _run_check(report, "compiles", lambda: _compile(chapter, variant, submission, timeout)):
-        return report
-    for n in chapter.test_sizes or (None,):       # a chapter without sizes: its CPU problem
-        problem = {**chapter.problems["cpu"], **({} if n is None else {"n": n})}
-        n = chapter.describe(problem) if n is None else n
-        _run_check(report, f"correct at n={n} (CPU engine: races, bounds, barriers checked)",
-                   lambda: _verify(chapter, variant, problem, submission, timeout, seed, check=True),
-                   stubbed)
-        if chapter.make_exact_inputs is not None:
-            _run_check(report, f"exact at n={n} on inputs every correct order sums exactly",
-                       lambda: _verify(chapter, variant, problem, submission, timeout, seed,
-                                       check=False, exact=True), stubbed)
-    if gpu_available() and report.passed:
-        _grade_on_gpu(report, chapter, variant, submission, ex, seed)
+    data, skip = None, missing
+    if not missing:
+        try:
+            data = submission.read_bytes()
+            report.sha256 = hashlib.sha256(data).hexdigest()
+        except OSError as exc:
+            skip = f"cannot read the submission {submission}: {exc.strerror or exc}"
+    if data is not None and STUB_MARK.encode() in data:
+        skip = (f"not implemented yet: the line `// {STUB_MARK}` is still in the file; write the "
+                "exercise's code in place of the stub and delete that line")
+    for index, planned in enumerate(plan(ex)):
+        points = float(ex.points.get(planned.kind, 1))
+        if skip:
+            check = Check(planned.name, False, f"not run: {skip}", 0.0, points, planned.size)
+        else:
+            check = _run(planned, points, chapter, variant, submission, timeout, [seed, index])
+            skip = _why_stop(planned, check)
+        report.checks.append(check)
+        if progress:
+            progress(check)
+    if report.passed and gpu_available():
+        _time_on_gpu(report, chapter, variant, submission, ex, seed)
     return report
 
 
-def _compile(chapter, variant, submission, timeout):
-    from .runner import load_variant
-    load_variant(chapter, variant, backend="cpu", check=True, path=submission, timeout=timeout)
-    return ""
+def _why_stop(planned, check) -> str | None:
+    """After a failure that repeats at every size (no build, a hang), the remaining checks are
+    not run, and say why."""
+    if check.passed:
+        return None
+    if planned.kind == "compiles":
+        return "the submission does not compile"
+    if check.reason.startswith("did not finish"):
+        return f"the kernel did not finish at {planned.size or 'the first size'}"
+    return None
 
 
-def _verify(chapter, variant, problem, submission, timeout, seed, *, check, backend="cpu",
-            exact=False):
-    from .runner import verify
-    result = verify(chapter, variant, problem, backend=backend, check=check, path=submission,
-                    timeout=timeout, seed=seed, exact=exact)
-    if not result.ok:
-        raise AssertionError(f"wrong result: {result.detail or result.error}")
-    return ""
-
-
-def _run_check(report, name, action, stubbed=False) -> bool:
-    """Run one check; record pass, or fail with a reason — whatever goes wrong."""
+def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
+    """Run one check; pass, or fail with a reason — whatever goes wrong."""
     try:
-        report.checks.append(Check(name, True, action() or ""))
-        return True
+        if planned.kind == "compiles":
+            from .runner import load_variant
+            load_variant(chapter, variant, backend="cpu", check=True, path=submission, timeout=timeout)
+        else:
+            _verify(chapter, variant, planned, submission, timeout, seed)
+        return Check(planned.name, True, "", points, points, planned.size)
     except CompileError as exc:
-        reason = f"does not compile: {str(exc).splitlines()[0]}"
-    except KernelTimeoutError as exc:
-        reason = f"did not finish in time (hangs?): {exc}"
+        reason = f"does not compile: {exc}"
+    except KernelTimeoutError:
+        reason = (f"did not finish within {timeout:g} s at {planned.size or 'this size'}: look for "
+                  "a loop that never ends (a spin on a flag no thread sets); if the kernel is only "
+                  "slow, give it longer with `pmpp grade --timeout SECONDS`")
     except KernelCrashError as exc:
         reason = f"crashed: {exc}"
     except KernelCheckError as exc:
         reason = f"{type(exc).__name__}: {exc}"
     except AssertionError as exc:
         reason = str(exc)
+    except ExerciseNotImplemented as exc:
+        reason = str(exc)
     except (PmppError, TypeError, ValueError, KeyError, OSError) as exc:
         reason = f"{type(exc).__name__}: {exc}"
-    if stubbed:
-        reason = f"not implemented yet (the stub is still in place): {reason}"
-    report.checks.append(Check(name, False, reason))
-    return False
+    return Check(planned.name, False, reason, 0.0, points, planned.size)
 
 
-def _grade_on_gpu(report, chapter, variant, submission, ex, seed):
+def _verify(chapter, variant, planned, submission, timeout, seed):
+    from .runner import verify
+    if planned.kind == "gpu":
+        result = verify(chapter, variant, planned.problem, backend="cupy", path=submission,
+                        seed=seed, exact=chapter.make_exact_inputs is not None)
+    else:
+        result = verify(chapter, variant, planned.problem, backend="cpu",
+                        check=planned.kind == "correct", path=submission, timeout=timeout,
+                        seed=seed, exact=planned.kind == "exact")
+    if not result.ok:
+        raise AssertionError(f"wrong result: {result.detail or result.error}")
+
+
+def _time_on_gpu(report, chapter, variant, submission, ex, seed):
+    """The submission's GPU time beside the reference solution's. A time below what the problem's
+    bytes need at the GPU's peak bandwidth is a measurement error (a launch that did nothing,
+    a timer misused), and fails the verdict."""
+    import cupy
+
+    from .device import theoretical_peaks
+    from .results import device_info
     from .runner import default_problem, load_variant, problem_for
     from .timing import bench
     problem = problem_for(variant, default_problem(chapter, "cupy"))
-    if not _run_check(report, f"correct on the GPU ({chapter.describe(problem)})",
-                      lambda: _verify(chapter, variant, problem, submission, None, seed,
-                                      check=False, backend="cupy",
-                                      exact=chapter.make_exact_inputs is not None)):
-        return
-    import cupy
-    import numpy as np
     inputs = chapter.make_inputs(problem, cupy, np.random.default_rng(seed))
 
     def time_of(path):
@@ -139,17 +251,64 @@ def _grade_on_gpu(report, chapter, variant, submission, ex, seed):
         return bench(lambda: variant.launch(module, problem, inputs), backend="cupy").median_us
 
     report.gpu_time_us = time_of(submission)
-    reference = ex.path.read_text()
-    if STUB_MARK not in reference and Path(submission).resolve() != ex.path.resolve():
+    if STUB_MARK not in ex.path.read_text() and submission != ex.path.resolve():
         report.reference_time_us = time_of(ex.path)
+    peak_gbs, _ = theoretical_peaks(device_info("cupy"))
+    verdict = plausible_time(report.gpu_time_us, variant.model(problem).bytes, peak_gbs)
+    if verdict:
+        report.checks.append(Check("GPU time is physically possible", False, verdict))
 
 
-def grade_main(exercise: str, path, json_out=None, timeout=DEFAULT_TIMEOUT) -> int:
-    """The ``pmpp grade`` command: print the verdict, write JSON if asked; 0 if it passed."""
-    report = grade(exercise, path, timeout=timeout)
+def plausible_time(time_us: float, model_bytes: float, peak_gbs: float | None) -> str:
+    """"" if ``time_us`` can move ``model_bytes`` at ``peak_gbs``; else why it cannot."""
+    if not peak_gbs or not model_bytes:
+        return ""
+    floor_us = model_bytes / (peak_gbs * 1e3)
+    if time_us >= floor_us:
+        return ""
+    return (f"measurement error: {time_us:.2f} us is less than the {floor_us:.2f} us that moving "
+            f"the problem's {model_bytes / 1e6:.1f} MB takes at the GPU's peak {peak_gbs:,.0f} GB/s")
+
+
+# ----------------------------------------------------------------------------------------------
+# Facts each verdict records
+
+def workbook_version() -> str:
+    """pmpp's version and the commit the workbook is at, where known."""
+    from .results import git_commit
+    commit = git_commit()
+    return f"pmpp {__version__}" + (f" ({commit})" if commit else "")
+
+
+def containment() -> str:
+    """How graded kernels are contained here, in the words a verdict prints."""
+    try:
+        from .backends.cpu import sandbox
+    except ImportError:
+        return "not contained: this pmpp has no sandbox for graded kernels"
+    ok, reason = sandbox.available()
+    return "contained: " + reason if ok else "not contained: " + reason
+
+
+# ----------------------------------------------------------------------------------------------
+# The command
+
+def grade_main(exercise: str, path, json_out=None, timeout=DEFAULT_TIMEOUT, seed=None,
+               quiet=False) -> int:
+    """``pmpp grade EXERCISE [FILE]``: print the verdict (each check as it finishes, on standard
+    error, unless ``quiet``), write JSON if asked; 0 if it passed."""
+    import sys
+
+    def show(check):
+        if not quiet:
+            print(f"  ... {'pass' if check.passed else 'FAIL'}: {check.name}", file=sys.stderr,
+                  flush=True)
+
+    report = grade(exercise, path, timeout=timeout, seed=seed, progress=show)
     print(report)
     if json_out == "-":
         print(report.to_json())
     elif json_out:
         Path(json_out).write_text(report.to_json() + "\n")
     return 0 if report.passed else 1
+

@@ -47,11 +47,11 @@ POISON_BYTE = {"sum": 0xFF, "max": 0x7F}
 # --------------------------------------------------------------------------------------------
 
 def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
-    """``{"x": n float32 values, uniform in [-1, 1)}``, made by NumPy from ``rng``, moved by ``xp``."""
-    x = rng.random(problem["n"], dtype=np.float32)   # [0, 1), exactly representable
-    x *= 2                                           # exact
-    x -= 1                                           # [-1, 1): rounds only toward -1
-    return {"x": xp.asarray(x)}
+    """``{"x": n float32 values, uniform in [0, 1)}``, made by NumPy from ``rng``, moved by ``xp``.
+
+    Positive, so the sum grows like n/2 and stays far outside :func:`sum_tolerance`: with values
+    of both signs the sum is only ~sqrt(n/3), and a wrong answer such as 0 could fall within it."""
+    return {"x": xp.asarray(rng.random(problem["n"], dtype=np.float32))}
 
 
 def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator,
@@ -133,8 +133,8 @@ def sum_tolerance(n: int, abs_sum: float) -> float:
 
     This is a worst case, rigorous and pessimistic: rounding errors of random data mostly cancel,
     and the error seen is typically 100-10000x smaller. It is also loose where the data make it so:
-    for zero-mean data sum|x_i| is ~sqrt(n) times |sum x_i|. So this check catches NaN, garbage and
-    gross mistakes; a dropped or doubled element is caught by the exact check on integer-valued
+    for zero-mean data sum|x_i| is ~sqrt(n) times |sum x_i|, which is why the inputs are positive.
+    So this check catches NaN, garbage and gross mistakes; a dropped or doubled element is caught by the exact check on integer-valued
     inputs (:func:`make_integer_inputs`). NaN never passes.
     """
     d = longest_chain(n)

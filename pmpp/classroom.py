@@ -1,0 +1,158 @@
+"""Grading a class: many submissions of one exercise, in parallel, into one CSV.
+
+``pmpp grade reduction/05_coarsened submissions/ --csv grades.csv --feedback feedback/`` grades
+
+* a folder of student folders (``submissions/alice/...``): each student's file is the one named
+  like the exercise's kernel (``05_coarsened.cu``) anywhere in their folder, or their only ``.cu``;
+* a folder of ``.cu`` files, one per student (``submissions/alice.cu``);
+* or the files given (the student is the file's folder, or its name when files share a folder).
+
+Each submission is graded in its own process, several at once (``--jobs``, default: the machine's
+cores), all with the same seed, so every student gets the same inputs and the grades can be
+repeated. A class larger than one machine splits into a CI matrix: one job per slice of the
+folder, each with ``--seed`` fixed, and the CSVs concatenated.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import secrets
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .exercises import find
+
+CSV_FIELDS = ("student", "file", "sha256", "checks_passed", "checks", "points", "total", "passed",
+              "seed")
+
+
+@dataclass(frozen=True)
+class Submission:
+    student: str
+    path: Path | None          # None: no file found for this student
+    problem: str = ""          # why no file was found
+
+
+def collect(exercise: str, paths) -> list[Submission]:
+    """The submissions that ``paths`` (files and folders) hold, one per student."""
+    kernel_name = f"{find(exercise).variant}.cu"
+    found = []
+    files = [Path(p) for p in paths if not Path(p).is_dir()]
+    shared_folder = len({f.resolve().parent for f in files}) < len(files)
+    for f in files:
+        found.append(Submission(f.stem if shared_folder else f.resolve().parent.name, f))
+    for folder in (Path(p) for p in paths if Path(p).is_dir()):
+        students = sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+        if students:
+            found += [_student_folder(d, kernel_name) for d in students]
+        else:
+            found += [Submission(f.stem, f) for f in sorted(folder.glob("*.cu"))]
+    names = [s.student for s in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two submissions for {', '.join(twice)}; give each student one file")
+    return found
+
+
+def _student_folder(folder: Path, kernel_name: str) -> Submission:
+    named = sorted(folder.rglob(kernel_name))
+    if len(named) == 1:
+        return Submission(folder.name, named[0])
+    candidates = named or sorted(folder.rglob("*.cu"))
+    if len(candidates) == 1:
+        return Submission(folder.name, candidates[0])
+    what = (f"{len(candidates)} files named {kernel_name}" if named else
+            f"no {kernel_name}" + (f" and {len(candidates)} other .cu files" if candidates else
+                                   " and no .cu file"))
+    return Submission(folder.name, None, f"{what} in {folder}")
+
+
+def grade_class(exercise: str, submissions, *, seed=None, timeout=None, jobs=None,
+                on_report=None) -> list:
+    """Grade every submission (same seed for all); reports in the submissions' order.
+    ``on_report(report)`` is called as each finishes."""
+    from .grading import DEFAULT_TIMEOUT
+    seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions) or 1))
+    options = dict(seed=seed, timeout=timeout or DEFAULT_TIMEOUT)
+    reports = [None] * len(submissions)
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_share_cores, initargs=(jobs,)) as pool:
+        futures = {pool.submit(_grade_one, exercise, s, options): i for i, s in enumerate(submissions)}
+        for future in _as_completed(futures):
+            reports[futures[future]] = report = future.result()
+            if on_report:
+                on_report(report)
+    return reports
+
+
+def _as_completed(futures):
+    from concurrent.futures import as_completed
+    return as_completed(futures)
+
+
+def _share_cores(jobs: int) -> None:
+    """Each grading process runs the CPU engine on its share of the cores."""
+    os.environ.setdefault("PMPP_CPU_THREADS", str(max(1, (os.cpu_count() or 1) // jobs)))
+
+
+def _grade_one(exercise: str, submission: Submission, options: dict):
+    from .grading import grade
+    return grade(exercise, submission.path, student=submission.student,
+                 missing=None if submission.path else f"no submission: {submission.problem}",
+                 **options)
+
+
+def write_csv(reports, path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for r in reports:
+            writer.writerow({"student": r.student, "file": r.submission, "sha256": r.sha256 or "",
+                             "checks_passed": sum(c.passed for c in r.checks),
+                             "checks": len(r.checks), "points": f"{r.points:g}",
+                             "total": f"{r.max_points:g}", "passed": r.passed, "seed": r.seed})
+
+
+def write_feedback(reports, folder) -> list[Path]:
+    """One text file per student: their verdict, as ``pmpp grade`` prints it."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for r in reports:
+        path = folder / f"{r.student}.txt"
+        path.write_text(str(r) + "\n")
+        written.append(path)
+    return written
+
+
+def class_main(args) -> int:
+    """``pmpp grade EXERCISE SUBMISSION... [--csv F] [--feedback DIR]``: a line per student as each
+    finishes, then the files asked for; 0 if every submission passed."""
+    import json
+    import sys
+    submissions = collect(args.exercise, args.submissions or [find(args.exercise).path])
+    if not submissions:
+        raise ValueError(f"no submissions in {', '.join(args.submissions)}: give .cu files, a folder "
+                         "of .cu files, or a folder of student folders")
+    seed = secrets.randbelow(2 ** 31) if args.seed is None else args.seed
+    print(f"grading {len(submissions)} submission(s) of {find(args.exercise).name}, seed {seed}",
+          file=sys.stderr, flush=True)
+
+    def show(report):
+        print(f"{report.student:<24} {'PASS' if report.passed else 'FAIL'} "
+              f"{report.points:g}/{report.max_points:g}", flush=True)
+
+    reports = grade_class(args.exercise, submissions, seed=seed, timeout=args.timeout,
+                          jobs=args.jobs, on_report=None if args.quiet else show)
+    if args.csv:
+        write_csv(reports, args.csv)
+    if args.feedback:
+        write_feedback(reports, args.feedback)
+    if args.json:
+        text = json.dumps([r.as_dict() for r in reports], indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+    return 0 if all(r.passed for r in reports) else 1

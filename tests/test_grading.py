@@ -1,0 +1,154 @@
+"""Grading as a course uses it: the given file, reproducible, points, a class at a time."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pmpp import chapters, exercises, grading
+from pmpp.classroom import collect
+from pmpp.cli import main
+from pmpp.runner import problem_for
+
+COARSENED = exercises.find("reduction/05_coarsened")
+
+
+def planted(folder, old, new, name="05_coarsened.cu"):
+    """The instructor's solution with one change planted in it."""
+    text = COARSENED.path.read_text()
+    assert old in text, f"the solution no longer contains {old!r}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def stub(folder, name="05_coarsened.cu"):
+    path = folder / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"// {exercises.STUB_MARK}\n" + COARSENED.path.read_text())
+    return path
+
+
+def test_the_given_relative_path_is_graded_not_the_workbooks_file(tmp_path, monkeypatch):
+    local = stub(tmp_path / "kernels/reduction")
+    monkeypatch.chdir(tmp_path)
+    report = grading.grade("reduction/05_coarsened", "kernels/reduction/05_coarsened.cu")
+    assert report.submission == str(local) and not report.passed
+    assert report.sha256 == __import__("hashlib").sha256(local.read_bytes()).hexdigest()
+    assert local.name in str(report) and report.sha256[:12] in str(report)
+
+
+def test_a_stub_scores_nothing_and_says_why(tmp_path):
+    report = grading.grade("reduction/05", stub(tmp_path))
+    assert report.points == 0 and all("not implemented yet" in c.reason for c in report.checks)
+
+
+def test_points_are_the_manifests_and_partial_credit_is_given(tmp_path):
+    full = grading.grade("reduction/05", seed=1)
+    assert full.passed and full.points == full.max_points
+    expected = sum(COARSENED.points[kind] for kind in ("compiles",)) + sum(
+        COARSENED.points["correct"] + COARSENED.points["exact"]
+        for _ in chapters.get("reduction").test_sizes)
+    assert full.max_points == expected
+    # Drops the last element: the float check forgives it, the exact checks do not.
+    dropped = grading.grade("reduction/05", planted(tmp_path, "< n)", "< n - 1)"), seed=1)
+    assert 0 < dropped.points < dropped.max_points and not dropped.passed
+
+
+def test_the_same_seed_gives_the_same_verdict(tmp_path):
+    path = planted(tmp_path, "< n)", "< n - 1)")
+    first, second = (grading.grade("reduction/05", path, seed=12345).as_dict() for _ in range(2))
+    for verdict in (first, second):
+        verdict.pop("time")
+    assert first == second and first["seed"] == 12345
+
+
+def test_a_fresh_seed_is_drawn_and_recorded():
+    seeds = {grading.grade("reduction/05").seed for _ in range(3)}
+    assert len(seeds) == 3 and all(isinstance(s, int) for s in seeds)
+
+
+def test_identical_failures_are_folded_into_one_line(tmp_path):
+    report = grading.grade("reduction/05", planted(tmp_path, "atomicAdd(output, ", "atomicAdd(output + 1, "))
+    failing = [line for line in str(report).splitlines() if "[FAIL] correct at" in line]
+    assert len(failing) == 1 and "n=1, n=31, n=1000, n=1048579" in failing[0], str(report)
+
+
+def test_a_verdict_records_student_seed_time_and_workbook():
+    verdict = json.loads(grading.grade("reduction/05", student="alice", seed=3).to_json())
+    assert verdict["student"] == "alice" and verdict["seed"] == 3
+    assert verdict["time"].endswith("+00:00") and verdict["workbook"].startswith("pmpp ")
+    assert verdict["points"] == verdict["max_points"] > 0 and verdict["contained"]
+
+
+@pytest.mark.parametrize("name", chapters.names())
+def test_no_float_check_accepts_an_all_zero_answer(name):
+    # A stub that writes nothing (or 0) must not pass the tolerance check at any graded size.
+    chapter = chapters.get(name)
+    variant = chapter.variants[0]
+    for n in chapter.test_sizes or (None,):
+        problem = problem_for(variant, {**chapter.problems["cpu"], **({} if n is None else {"n": n})})
+        for seed in range(5):
+            inputs = chapter.make_inputs(problem, np, np.random.default_rng(seed))
+            reference = chapter.reference(problem, inputs)
+            values = np.asarray(getattr(reference, "value", reference), np.float64)
+            zeros = np.zeros(values.shape or (1,), np.float32)
+            if not np.any(values):
+                continue                 # zero is the right answer (e.g. a histogram of nothing)
+            assert not chapter.check(zeros, reference, problem).ok, (name, n, seed)
+
+
+def test_a_time_faster_than_the_bytes_allow_is_a_measurement_error():
+    assert grading.plausible_time(100.0, 64e6, 3350.0) == ""          # 64 MB takes >= 19.1 us
+    verdict = grading.plausible_time(5.0, 64e6, 3350.0)
+    assert verdict.startswith("measurement error") and "19.10 us" in verdict
+
+
+# ----------------------------------------------------------------------------------------------
+# A class at a time
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory):
+    root = tmp_path_factory.mktemp("submissions")
+    planted(root / "alice" / "kernels" / "reduction", "", "")                     # right
+    planted(root / "bob", "< n)", "< n - 1)")                                      # drops one
+    stub(root / "carol")                                                           # did nothing
+    (root / "dave").mkdir()                                                        # no file
+    (root / "dave" / "notes.txt").write_text("sorry")
+    return root
+
+
+def test_a_folder_of_student_folders_is_collected(classroom):
+    found = {s.student: s for s in collect("reduction/05", [classroom])}
+    assert sorted(found) == ["alice", "bob", "carol", "dave"]
+    assert found["alice"].path.name == "05_coarsened.cu" and found["dave"].path is None
+    assert "no 05_coarsened.cu" in found["dave"].problem
+
+
+def test_a_class_becomes_one_csv_with_points_and_feedback(classroom, tmp_path, capsys):
+    grades, feedback, verdicts = tmp_path / "grades.csv", tmp_path / "feedback", tmp_path / "all.json"
+    status = main(["grade", "reduction/05", str(classroom), "--seed", "9", "--jobs", "2",
+                   "--csv", str(grades), "--feedback", str(feedback), "--json", str(verdicts)])
+    assert status == 1                                         # not everyone passed
+    rows = {r["student"]: r for r in csv.DictReader(grades.open())}
+    assert sorted(rows) == ["alice", "bob", "carol", "dave"]
+    total = rows["alice"]["total"]
+    assert all(r["total"] == total and r["checks"] == rows["alice"]["checks"] for r in rows.values())
+    assert rows["alice"]["points"] == total and rows["alice"]["passed"] == "True"
+    assert 0 < float(rows["bob"]["points"]) < float(total)
+    assert rows["carol"]["points"] == rows["dave"]["points"] == "0"
+    assert {r["seed"] for r in rows.values()} == {"9"}
+    assert "not implemented yet" in (feedback / "carol.txt").read_text()
+    assert "no submission" in (feedback / "dave.txt").read_text()
+    assert {v["student"] for v in json.loads(verdicts.read_text())} == set(rows)
+
+
+def test_grading_output_into_a_closed_pipe_ends_quietly():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run(f"{sys.executable} -m pmpp.cli grade reduction/05 --seed 1 --quiet | head -1",
+                         shell=True, capture_output=True, text=True, env=env)
+    assert run.stdout.startswith("reduction/05_coarsened: PASS") and "Traceback" not in run.stderr
