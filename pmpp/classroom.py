@@ -36,7 +36,7 @@ class Submission:
 
 def collect(exercise: str, paths) -> list[Submission]:
     """The submissions that ``paths`` (files and folders) hold, one per student."""
-    kernel_name = f"{find(exercise).variant}.cu"
+    kernel_name = expected_file(exercise)
     found = []
     files = [Path(p) for p in paths if not Path(p).is_dir()]
     shared_folder = len({f.resolve().parent for f in files}) < len(files)
@@ -47,7 +47,8 @@ def collect(exercise: str, paths) -> list[Submission]:
         if students:
             found += [_student_folder(d, kernel_name) for d in students]
         else:
-            found += [Submission(f.stem, f) for f in sorted(folder.glob("*.cu"))]
+            suffix = Path(kernel_name).suffix
+            found += [Submission(f.stem, f) for f in sorted(folder.glob(f"*{suffix}"))]
     names = [s.student for s in found]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -55,16 +56,26 @@ def collect(exercise: str, paths) -> list[Submission]:
     return found
 
 
+def expected_file(exercise: str) -> str:
+    """The name a submission of ``exercise`` has: ``05_coarsened.cu``, ``10_reduction.ipynb``."""
+    from .notebook_grading import is_notebook_exercise
+    if is_notebook_exercise(exercise):
+        return Path(exercise).stem + ".ipynb"
+    return f"{find(exercise).variant}.cu"
+
+
 def _student_folder(folder: Path, kernel_name: str) -> Submission:
-    named = sorted(folder.rglob(kernel_name))
+    suffix = Path(kernel_name).suffix
+    named = sorted(p for p in folder.rglob(kernel_name) if ".ipynb_checkpoints" not in p.parts)
     if len(named) == 1:
         return Submission(folder.name, named[0])
-    candidates = named or sorted(folder.rglob("*.cu"))
+    candidates = named or sorted(p for p in folder.rglob(f"*{suffix}")
+                                 if ".ipynb_checkpoints" not in p.parts)
     if len(candidates) == 1:
         return Submission(folder.name, candidates[0])
     what = (f"{len(candidates)} files named {kernel_name}" if named else
-            f"no {kernel_name}" + (f" and {len(candidates)} other .cu files" if candidates else
-                                   " and no .cu file"))
+            f"no {kernel_name}" + (f" and {len(candidates)} other {suffix} files" if candidates else
+                                   f" and no {suffix} file"))
     return Submission(folder.name, None, f"{what} in {folder}")
 
 
@@ -98,9 +109,12 @@ def _share_cores(jobs: int) -> None:
 
 def _grade_one(exercise: str, submission: Submission, options: dict):
     from .grading import grade
-    return grade(exercise, submission.path, student=submission.student,
-                 missing=None if submission.path else f"no submission: {submission.problem}",
-                 **options)
+    from .notebook_grading import grade_notebook, is_notebook_exercise
+    missing = None if submission.path else f"no submission: {submission.problem}"
+    if is_notebook_exercise(exercise):
+        return grade_notebook(exercise, submission.path or ".", student=submission.student,
+                              missing=missing)
+    return grade(exercise, submission.path, student=submission.student, missing=missing, **options)
 
 
 def write_csv(reports, path) -> None:
@@ -131,12 +145,12 @@ def class_main(args) -> int:
     finishes, then the files asked for; 0 if every submission passed."""
     import json
     import sys
-    submissions = collect(args.exercise, args.submissions or [find(args.exercise).path])
+    submissions = collect(args.exercise, args.submissions)
     if not submissions:
         raise ValueError(f"no submissions in {', '.join(args.submissions)}: give .cu files, a folder "
                          "of .cu files, or a folder of student folders")
     seed = secrets.randbelow(2 ** 31) if args.seed is None else args.seed
-    print(f"grading {len(submissions)} submission(s) of {find(args.exercise).name}, seed {seed}",
+    print(f"grading {len(submissions)} submission(s) of {args.exercise}, seed {seed}",
           file=sys.stderr, flush=True)
 
     def show(report):

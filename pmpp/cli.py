@@ -73,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_exercises)
 
     p = sub.add_parser("grade", help="grade submissions: correctness, races, bounds, points, time")
-    p.add_argument("exercise", help="e.g. reduction/05_coarsened (see 'pmpp exercises')")
+    p.add_argument("exercise", help="e.g. reduction/05_coarsened (see 'pmpp exercises'), or a "
+                                    "notebook (10_reduction) to grade its exercises and hidden tests")
     p.add_argument("submissions", nargs="*", metavar="SUBMISSION",
                    help="the submitted .cu file(s), relative to this folder, or a folder of student "
                         "folders (default: the exercise's own file in the workbook)")
@@ -278,6 +279,11 @@ def cmd_exercises(args) -> int:
 def cmd_grade(args) -> int:
     from .classroom import class_main
     from .grading import grade_main
+    from .notebook_grading import is_notebook_exercise
+    if is_notebook_exercise(args.exercise):
+        if not args.submissions:
+            raise ValueError(f"give the student's notebook: pmpp grade {args.exercise} PATH.ipynb")
+        return class_main(args)
     one_file = len(args.submissions) <= 1 and not any(map(os.path.isdir, args.submissions))
     if one_file and not (args.csv or args.feedback):
         return grade_main(args.exercise, (args.submissions or [None])[0], json_out=args.json,

@@ -76,9 +76,9 @@ class GradeReport:
         who = f"{self.student}: " if self.student else ""
         lines = [f"{who}{self.exercise}: {'PASS' if self.passed else 'FAIL'} "
                  f"{_num(self.points)}/{_num(self.max_points)} points",
-                 f"  graded {self.submission}{digest}",
-                 f"  seed {self.seed} (pmpp grade --seed {self.seed} repeats this verdict); "
-                 f"{self.contained}"]
+                 f"  graded {self.submission or '(no submission)'}{digest}",
+                 (f"  seed {self.seed} (pmpp grade --seed {self.seed} repeats this verdict); "
+                  if self.seed is not None else "  ") + self.contained]
         lines += [f"  [{'pass' if passed else 'FAIL'}] {name}" + (f": {reason}" if reason else "")
                   for passed, name, reason in _folded(self.checks)]
         if self.gpu_time_us is not None:

@@ -152,3 +152,67 @@ def test_grading_output_into_a_closed_pipe_ends_quietly():
     run = subprocess.run(f"{sys.executable} -m pmpp.cli grade reduction/05 --seed 1 --quiet | head -1",
                          shell=True, capture_output=True, text=True, env=env)
     assert run.stdout.startswith("reduction/05_coarsened: PASS") and "Traceback" not in run.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# Notebook exercises
+
+def _notebook(*sources):
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    return json.loads(nbformat.writes(nb))
+
+
+@pytest.fixture(scope="module")
+def warm_up(tmp_path_factory):
+    """An instructor's notebook with a Python warm-up, its visible and hidden tests, released."""
+    from pmpp import notebooks, release
+    root = tmp_path_factory.mktemp("notebook")
+    instructor = _notebook(
+        "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+        "# tests: 1 point\nassert double(2) == 4",
+        "# tests: 2 points\nassert double(0) == 0\n### BEGIN HIDDEN TESTS\nassert double(-3) == -6\n"
+        "### END HIDDEN TESTS")
+    (root / "warm_up.ipynb").write_text(notebooks.notebook_text(notebooks.nbgrader_metadata(instructor)))
+    released = json.loads(release.student_notebook((root / "warm_up.ipynb").read_text()))
+    return root / "warm_up.ipynb", released
+
+
+def _answer(released, body, folder, drop_tests=False):
+    nb = json.loads(json.dumps(released))
+    nb["cells"][0]["source"] = f"def double(x):\n    {body}"
+    if drop_tests:
+        nb["cells"] = nb["cells"][:2]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "warm_up.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_a_notebook_is_graded_with_its_hidden_tests_put_back(warm_up, tmp_path):
+    from pmpp.notebook_grading import grade_notebook
+    instructor, released = warm_up
+    assert "double(-3)" not in json.dumps(released)
+    grade = lambda body, **kw: grade_notebook("warm_up", _answer(released, body, tmp_path / body[:6], **kw),
+                                              instructor=instructor)
+    right = grade("return x + x")
+    assert right.passed and right.points == right.max_points == 3
+    # Passes the visible tests, fails the hidden one: partial credit, with the assertion named.
+    only_visible = grade("return abs(2 * x)")
+    assert [c.passed for c in only_visible.checks] == [True, False]
+    assert only_visible.points == 1 and "AssertionError" in only_visible.checks[1].reason
+    not_done = grade("raise NotImplementedError()")
+    assert not_done.points == 0
+    deleted = grade("return 2 * x", drop_tests=True)
+    assert deleted.points == 1 and "deleted" in deleted.checks[1].reason
+
+
+def test_notebook_submissions_are_collected_by_the_notebooks_name(tmp_path):
+    for student in ("ann", "ben"):
+        (tmp_path / student / ".ipynb_checkpoints").mkdir(parents=True)
+        (tmp_path / student / "10_reduction.ipynb").write_text("{}")
+        (tmp_path / student / ".ipynb_checkpoints" / "10_reduction.ipynb").write_text("{}")
+    found = collect("10_reduction", [tmp_path])
+    assert [(s.student, s.path.name, s.path.parent.name) for s in found] == [
+        ("ann", "10_reduction.ipynb", "ann"), ("ben", "10_reduction.ipynb", "ben")]

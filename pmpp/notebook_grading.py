@@ -1,0 +1,115 @@
+"""Grading a notebook's exercises: the student's notebook, run with the instructor's tests.
+
+``pmpp grade 10_reduction alice/10_reduction.ipynb`` does what nbgrader's autograder does: each
+test cell (first line ``# tests: N points``, nbgrader ``grade_id`` ``tests-K``) of the student's
+notebook is replaced by the instructor's, hidden tests included; the notebook runs top to bottom
+(a cell that raises does not stop it); a test cell that ran without an error earns its points.
+A test cell the student deleted earns nothing and says so.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from pathlib import Path
+
+from .grading import Check, GradeReport, workbook_version
+from .notebooks import nbgrader_metadata, notebook_paths
+
+CELL_TIMEOUT = 1800      # seconds; grading cells run the CPU engine's checks
+
+
+def is_notebook_exercise(name: str) -> bool:
+    """``10_reduction`` or ``10_reduction.ipynb``: one of the workbook's notebooks."""
+    if "/" in name:
+        return False
+    try:
+        notebook_paths([name])
+        return True
+    except ValueError:
+        return False
+
+
+def grade_notebook(notebook: str, path, *, instructor=None, student=None,
+                   timeout: int = CELL_TIMEOUT, missing: str | None = None) -> GradeReport:
+    """Grade the student's notebook ``path`` against the instructor's (default: the workbook's
+    ``notebook``); return the report."""
+    instructor_path = Path(instructor) if instructor else notebook_paths([notebook])[0]
+    tests = _test_cells(json.loads(instructor_path.read_text()))
+    submission = Path(path).expanduser().resolve()
+    report = GradeReport(f"notebooks/{instructor_path.stem}", "" if missing else str(submission),
+                         student=student,
+                         time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                         workbook=workbook_version(),
+                         contained="not contained: a notebook runs as ordinary Python")
+    try:
+        data = submission.read_bytes() if not missing else None
+        nb = json.loads(data) if data else None
+    except (OSError, ValueError) as exc:
+        missing = f"cannot read the notebook {submission}: {getattr(exc, 'strerror', None) or exc}"
+    if data and not missing:
+        report.sha256 = hashlib.sha256(data).hexdigest()
+    if missing:
+        report.checks = [Check(_name(t), False, f"not run: {missing}", 0.0, t["points"]) for t in tests]
+        return report
+    errors = _run_with_tests(nb, tests, instructor_path.parent, timeout)
+    for t in tests:
+        reason = errors.get(t["grade_id"], "")
+        report.checks.append(Check(_name(t), not reason, reason,
+                                   0.0 if reason else t["points"], t["points"]))
+    return report
+
+
+def _name(test: dict) -> str:
+    first = test["source"].lstrip().split("\n", 1)[0]
+    return f"{test['grade_id']} ({first.lstrip('# ').strip()})"
+
+
+def _test_cells(nb: dict) -> list[dict]:
+    """The instructor's test cells: grade_id, points, source (hidden tests included)."""
+    cells = []
+    for cell in nbgrader_metadata(nb)["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade"):
+            cells.append({"grade_id": meta["grade_id"], "points": float(meta["points"]),
+                          "source": _source(cell)})
+    return cells
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _run_with_tests(nb: dict, tests: list[dict], folder: Path, timeout: int) -> dict:
+    """Execute the student's notebook with the instructor's test cells put back; return
+    {grade_id: why it failed} for the test cells that did not pass."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    by_id = {t["grade_id"]: t for t in tests}
+    present = set()
+    for cell in nbgrader_metadata(nb)["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in by_id:
+            cell["source"] = by_id[grade_id]["source"]
+            present.add(grade_id)
+    notebook = nbformat.reads(json.dumps(nb), as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            record_timing=False, resources={"metadata": {"path": str(folder)}})
+    try:
+        client.execute()
+    except CellExecutionError:
+        pass
+    except Exception as exc:                     # the kernel died, or a cell ran past the timeout
+        return {t: f"the notebook did not finish: {type(exc).__name__}: {exc}" for t in by_id}
+    failed = {t: "the test cell was deleted from the notebook" for t in by_id if t not in present}
+    for cell in notebook.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id not in by_id:
+            continue
+        if cell.get("execution_count") is None:
+            failed[grade_id] = "not run"
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                failed[grade_id] = f"{out['ename']}: {out['evalue']}".rstrip(": ")
+    return failed
