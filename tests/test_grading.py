@@ -166,16 +166,18 @@ def _notebook(*sources):
 
 @pytest.fixture(scope="module")
 def warm_up(tmp_path_factory):
-    """An instructor's notebook with a Python warm-up, its visible and hidden tests, released."""
-    from pmpp import notebooks, release
+    """An instructor's notebook with a Python warm-up, its visible and hidden tests; and the
+    student's copy, as released (solution stubbed, hidden tests gone, nbgrader metadata kept)."""
+    from pmpp import notebooks
     root = tmp_path_factory.mktemp("notebook")
-    instructor = _notebook(
+    visible = "# tests: 2 points\nassert double(0) == 0\n"
+    instructor = notebooks.nbgrader_metadata(_notebook(
         "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
         "# tests: 1 point\nassert double(2) == 4",
-        "# tests: 2 points\nassert double(0) == 0\n### BEGIN HIDDEN TESTS\nassert double(-3) == -6\n"
-        "### END HIDDEN TESTS")
-    (root / "warm_up.ipynb").write_text(notebooks.notebook_text(notebooks.nbgrader_metadata(instructor)))
-    released = json.loads(release.student_notebook((root / "warm_up.ipynb").read_text()))
+        visible + "### BEGIN HIDDEN TESTS\nassert double(-3) == -6\n### END HIDDEN TESTS"))
+    (root / "warm_up.ipynb").write_text(notebooks.notebook_text(instructor))
+    released = json.loads(json.dumps(instructor))
+    released["cells"][2]["source"] = visible
     return root / "warm_up.ipynb", released
 
 
