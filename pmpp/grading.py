@@ -79,7 +79,8 @@ class GradeReport:
                  f"  graded {self.submission or '(no submission)'}{digest}",
                  (f"  seed {self.seed} (pmpp grade --seed {self.seed} repeats this verdict); "
                   if self.seed is not None else "  ") + self.contained]
-        lines += [f"  [{'pass' if passed else 'FAIL'}] {name}" + (f": {reason}" if reason else "")
+        lines += [f"  [{'pass' if passed else 'FAIL'}] {name}"
+                  + (": " + reason.strip().replace("\n", "\n      ") if reason else "")
                   for passed, name, reason in _folded(self.checks)]
         if self.gpu_time_us is not None:
             ref = (f", reference solution {self.reference_time_us:.1f} us"
