@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, chapters
+from .backends.cpu import sandbox
+from .backends.cpu.sandbox import SandboxViolation
 from .backends import gpu_available
 from .errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
                      KernelTimeoutError, PmppError)
@@ -166,16 +168,18 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     if data is not None and STUB_MARK.encode() in data:
         skip = (f"not implemented yet: the line `// {STUB_MARK}` is still in the file; write the "
                 "exercise's code in place of the stub and delete that line")
-    for index, planned in enumerate(plan(ex)):
-        points = float(ex.points.get(planned.kind, 1))
-        if skip:
-            check = Check(planned.name, False, f"not run: {skip}", 0.0, points, planned.size)
-        else:
-            check = _run(planned, points, chapter, variant, submission, timeout, [seed, index])
-            skip = _why_stop(planned, check)
-        report.checks.append(check)
-        if progress:
-            progress(check)
+    with sandbox.sandboxed() as box:
+        for index, planned in enumerate(plan(ex)):
+            points = float(ex.points.get(planned.kind, 1))
+            if skip:
+                check = Check(planned.name, False, f"not run: {skip}", 0.0, points, planned.size)
+            else:
+                check = _run(planned, points, chapter, variant, submission, timeout, [seed, index])
+                skip = _why_stop(planned, check)
+            report.checks.append(check)
+            if progress:
+                progress(check)
+    report.contained = str(box)
     if report.passed and gpu_available():
         _time_on_gpu(report, chapter, variant, submission, ex, seed)
     return report
@@ -208,6 +212,8 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
         reason = (f"did not finish within {timeout:g} s at {planned.size or 'this size'}: look for "
                   "a loop that never ends (a spin on a flag no thread sets); if the kernel is only "
                   "slow, give it longer with `pmpp grade --timeout SECONDS`")
+    except SandboxViolation as exc:
+        reason = f"refused: {exc}"
     except KernelCrashError as exc:
         reason = f"crashed: {exc}"
     except KernelCheckError as exc:
@@ -283,10 +289,6 @@ def workbook_version() -> str:
 
 def containment() -> str:
     """How graded kernels are contained here, in the words a verdict prints."""
-    try:
-        from .backends.cpu import sandbox
-    except ImportError:
-        return "not contained: this pmpp has no sandbox for graded kernels"
     ok, reason = sandbox.available()
     return "contained: " + reason if ok else "not contained: " + reason
 

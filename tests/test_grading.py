@@ -218,3 +218,17 @@ def test_notebook_submissions_are_collected_by_the_notebooks_name(tmp_path):
     found = collect("10_reduction", [tmp_path])
     assert [(s.student, s.path.name, s.path.parent.name) for s in found] == [
         ("ann", "10_reduction.ipynb", "ann"), ("ben", "10_reduction.ipynb", "ben")]
+
+
+def test_a_hostile_submission_gets_a_verdict_and_changes_nothing(tmp_path):
+    from pmpp.backends.cpu import sandbox
+    if not sandbox.available()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.available()[1]}")
+    victim = tmp_path / "written-by-the-kernel.txt"
+    path = planted(tmp_path / "student", "float sum = 0.0f;",
+                   f'float sum = 0.0f; {{ FILE* f = fopen("{victim}", "w"); if (f) fclose(f); }}')
+    path.write_text("#include <cstdio>\n" + path.read_text())
+    report = grading.grade("reduction/05", path, seed=1)
+    assert not report.passed and not victim.exists()
+    assert report.contained.startswith("contained:")
+    assert all("may not touch files" in c.reason for c in report.checks[1:]), str(report)

@@ -1,10 +1,16 @@
 """The parent side of the worker process (worker.py): one per Python process, started lazily and
-shared by every CpuModule; restarted after a crash or a timeout."""
+shared by every CpuModule; restarted after a crash or a timeout. Inside ``dedicated(worker)``
+(sandbox.sandboxed uses it) the current thread uses a worker of its own instead."""
 
 import atexit
+import contextlib
+import contextvars
 import fcntl
+import io
+import itertools
 import mmap
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -16,7 +22,7 @@ from pathlib import Path
 
 from pmpp.errors import KernelCrashError, KernelTimeoutError
 
-from . import toolchain
+from . import sandbox, toolchain
 
 _SIGNALS = {
     signal.SIGSEGV: "SIGSEGV (segmentation fault: an access to memory the kernel does not own, "
@@ -35,11 +41,38 @@ class WorkerTimedOut(Exception):
 
 
 class WorkerDied(Exception):
-    """The worker process ended while a request was in flight."""
+    """The worker process ended while a request was in flight. ``code``: its exit status
+    (negative: the signal that ended it), None if unknown; ``limits``: a contained worker's."""
 
-    def __init__(self, how, stderr):
+    def __init__(self, how, stderr, code=None, limits=None):
         super().__init__(how)
-        self.how, self.stderr = how, stderr
+        self.how, self.stderr, self.code, self.limits = how, stderr, code, limits
+
+
+class _PlainValues(pickle.Unpickler):
+    """Replies hold tuples, lists, dicts, strings and numbers. A kernel can write to the reply
+    pipe, and unpickling a class or a function would run its code in this process."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"the worker sent an object of {module}.{name}")
+
+
+REPLY_LIMIT = 1 << 30   # bytes; a longer reply is not read
+
+
+def _well_formed(request, reply):
+    """Whether ``reply`` has the shape worker.py gives replies to ``request`` (a kernel could
+    write anything to the reply pipe)."""
+    if not isinstance(reply, tuple) or not reply or not isinstance(reply[0], str):
+        return False
+    if reply[0] == "error":
+        return len(reply) == 3 and isinstance(reply[1], (int, str)) and isinstance(reply[2], str)
+    shapes = {"init": lambda r: len(r) == 3 and isinstance(r[1], int) and (r[2] is None or len(r[2]) == 2),
+              "load": lambda r: len(r) == 2 and isinstance(r[1], dict),
+              "symbol": lambda r: r in (("ok",), ("missing",)) or (len(r) == 2 and r[0] == "too_big"),
+              "launch": lambda r: len(r) == 2 and (r[1] is None or isinstance(r[1], dict))}
+    return (reply[0] == "ok" or request == "symbol") and shapes[request](reply)
+_generations = itertools.count(1)   # unique across clients: a module knows which worker loaded it
 
 
 def default_threads():
@@ -53,7 +86,8 @@ def default_threads():
 
 
 def _arena_size():
-    """Virtual size of the array arena: all of physical memory (pages are used only when touched)."""
+    """Virtual size of the array arena: all of physical memory (pages are used only when touched;
+    a contained worker's is its memory limit)."""
     try:
         phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -65,8 +99,8 @@ class Arena:
     """Memory shared with the worker (a memfd both processes map): kernel argument arrays are
     copied in before a launch and the writable ones copied out after it, with no pipe traffic."""
 
-    def __init__(self):
-        self.size = _arena_size()
+    def __init__(self, size=None):
+        self.size = size or _arena_size()
         if hasattr(os, "memfd_create"):
             self.fd = os.memfd_create("pmpp-cpu-arena")
             self._file = None
@@ -89,16 +123,28 @@ class Arena:
                 pass
         self.used = 0
 
+    def close(self):
+        self.map.close()
+        if self._file is not None:
+            self._file.close()
+        else:
+            os.close(self.fd)
+
 
 class WorkerClient:
-    def __init__(self):
+    """``limits``: a sandbox.Limits for a contained worker (sandbox.py), or None."""
+
+    def __init__(self, limits=None):
         self.lock = threading.RLock()
+        self.limits = limits
+        self.containment = None   # contained workers: (contained, how or why not), over every start
         self.arena = None
         self.proc = None
         self.owner_pid = None
         self.generation = 0
         self.tx = self.rx = None
         self.private_dir = None
+        self.loaded_paths = set()
         self.out = self.err = None
         self.out_pos = self.err_pos = 0
 
@@ -112,7 +158,7 @@ class WorkerClient:
         self._discard()
         runtime = toolchain.runtime_library()
         if self.arena is None or self.owner_pid != os.getpid():
-            self.arena = Arena()
+            self.arena = Arena(self.limits.memory if self.limits else None)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         self.out = tempfile.TemporaryFile(prefix="pmpp-cpu-stdout-")
@@ -121,6 +167,7 @@ class WorkerClient:
         self.err = tempfile.TemporaryFile(prefix="pmpp-cpu-stderr-")
         self.out_pos = self.err_pos = 0
         self.private_dir = tempfile.mkdtemp(prefix="pmpp-cpu-worker-")
+        self.loaded_paths = set()
         package_root = str(Path(__file__).resolve().parents[3])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -136,12 +183,23 @@ class WorkerClient:
         self.tx = Connection(to_worker_w, readable=False)
         self.rx = Connection(from_worker_r, writable=False)
         self.owner_pid = os.getpid()
-        self.generation += 1
+        self.generation = next(_generations)
+        settings = sandbox.init_settings(self.limits) if self.limits else None
         try:
-            self.request(("init", str(runtime), default_threads(), self.private_dir), timeout=120)
+            reply = self.request(("init", str(runtime), default_threads(), self.private_dir, settings),
+                                 timeout=120)
         except WorkerDied as died:
             self._discard()
             raise KernelCrashError(f"pmpp's CPU worker process failed to start: {died.how}\n{died.stderr}") from None
+        if reply[0] != "ok":
+            self._discard()
+            raise KernelCrashError(f"pmpp's CPU worker process failed to start:\n{reply[-1]}")
+        if settings is not None:
+            self._record_containment(*reply[2])
+
+    def _record_containment(self, contained, how):
+        if self.containment is None or self.containment[0]:
+            self.containment = (bool(contained), how)
 
     def _discard(self):
         """Forget the current worker (killing it if it still runs)."""
@@ -167,17 +225,30 @@ class WorkerClient:
         with self.lock:
             self._discard()
 
+    def close(self):
+        """Stop the worker and give back the arena's memory (a client that is not used again)."""
+        with self.lock:
+            self._discard()
+            if self.arena is not None and self.owner_pid == os.getpid():
+                self.arena.close()
+            self.arena = None
+            for file in (self.out, self.err):
+                if file is not None:
+                    file.close()
+            self.out = self.err = None
+
     # ---- requests --------------------------------------------------------------------------
     def request(self, message, *, timeout=None):
         """Send ``message``; return the reply. Raises WorkerDied, or WorkerTimedOut (after
         killing the worker)."""
+        message = self._library_to_load(message)
         try:
             self.tx.send(message)
             if not self.rx.poll(timeout):
                 timed_out = True
             else:
                 timed_out = False
-                reply = self.rx.recv()
+                data = self.rx.recv_bytes(REPLY_LIMIT)
         except (EOFError, OSError) as exc:
             raise self._died() from exc
         except KeyboardInterrupt:
@@ -187,7 +258,32 @@ class WorkerClient:
             self.forward_stdout()
             self._discard()
             raise WorkerTimedOut
+        try:
+            reply = _PlainValues(io.BytesIO(data)).load()
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
+            reply = exc
+        if not _well_formed(message[0], reply):
+            self._discard()
+            raise WorkerDied("a reply that is not pmpp's (did the kernel write to the worker's pipes?)",
+                             "", limits=self.limits)
+        if reply[0] == "error" and isinstance(reply[-1], str):
+            reply = (*reply[:-1], toolchain.symbolize(reply[-1]))
         return reply
+
+    def _library_to_load(self, message):
+        """A load names its library by absolute path (a contained worker works in its private
+        directory); a library loaded a second time is loaded from a private copy, so that its
+        globals (__constant__ memory) are its own, as for separately loaded CUDA modules."""
+        if message[0] != "load":
+            return message
+        _, module_id, path, *rest = message
+        path = os.path.abspath(path)
+        if path in self.loaded_paths:
+            copy = os.path.join(self.private_dir, f"{module_id}-{os.path.basename(path)}")
+            shutil.copyfile(path, copy)
+            return ("load", module_id, copy, *rest)
+        self.loaded_paths.add(path)
+        return ("load", module_id, path, *rest)
 
     def _died(self):
         proc = self.proc
@@ -207,18 +303,22 @@ class WorkerClient:
         stderr = self.read_stderr()
         self.forward_stdout()
         self._discard()
-        return WorkerDied(how, stderr)
+        return WorkerDied(how, stderr, code, self.limits)
 
     # ---- output ----------------------------------------------------------------------------
     def forward_stdout(self):
-        """Print what kernels wrote with printf since the last call (so Jupyter shows it)."""
+        """Print what kernels wrote with printf since the last call (so Jupyter shows it); of a
+        contained worker, the first sandbox.SHOWN_OUTPUT bytes."""
         if self.out is None:
             return
         data = os.pread(self.out.fileno(), 1 << 30, self.out_pos)
         if data:
             self.out_pos += len(data)
-            print(data.decode(errors="replace"), end="", flush=True)
-        if self.out_pos > (16 << 20):
+            shown = data if self.limits is None else data[:sandbox.SHOWN_OUTPUT]
+            print(shown.decode(errors="replace"), end="", flush=True)
+            if len(shown) < len(data):
+                print(f"\n[{len(data) - len(shown)} more bytes of the kernel's output not shown]", flush=True)
+        if self.out_pos > (0 if self.limits else 16 << 20):   # a contained worker's limit is per launch
             os.ftruncate(self.out.fileno(), 0)  # the worker appends (O_APPEND), and is idle now
             self.out_pos = 0
 
@@ -232,11 +332,15 @@ class WorkerClient:
 
 _client = None
 _client_lock = threading.Lock()
+_dedicated = contextvars.ContextVar("pmpp_cpu_dedicated_worker", default=None)
 
 
 def client():
-    """The process's worker client."""
+    """The worker client of the current thread: its dedicated one if any, else the process's."""
     global _client
+    own = _dedicated.get()
+    if own is not None:
+        return own
     with _client_lock:
         if _client is None:
             _client = WorkerClient()
@@ -244,7 +348,22 @@ def client():
         return _client
 
 
+@contextlib.contextmanager
+def dedicated(worker):
+    """Use ``worker`` (a WorkerClient) for this thread's launches in the block; stop it after."""
+    token = _dedicated.set(worker)
+    try:
+        yield worker
+    finally:
+        _dedicated.reset(token)
+        worker.close()
+
+
 def crash_error(what, died):
+    if died.limits is not None:
+        error = sandbox.verdict(what, died.code, died.stderr, died.limits)
+        if error is not None:
+            return error
     message = (f"{what} crashed pmpp's CPU worker process with {died.how}. The worker was "
                "restarted, so the next launch runs normally; launch with check=True "
                "(CpuModule(..., check=True)) to find out-of-bounds accesses.")

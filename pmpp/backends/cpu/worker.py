@@ -9,7 +9,7 @@ writable ones out after it. File descriptor 1 is left to the kernels' printf: th
 it at a file and forwards what appears.
 
 Requests:
-  ("init", runtime_path, nthreads, private_dir)        -> ("ok", pid)
+  ("init", runtime_path, nthreads, private_dir, sandbox) -> ("ok", pid, containment)
   ("load", module_id, library_path, constants)         -> ("ok", {kernel: [param sizes]})
   ("symbol", module_id, name, data)                    -> ("ok",) | ("missing",) | ("too_big", size)
   ("launch", module_id, kernel, grid, block, shared_mem, check, specs, sample)
@@ -19,17 +19,25 @@ Requests:
          | ("scalar", bytes)
   sample: None, or (block, warp) for a count build: counters are collected, every access of that
   warp is kept, and counts is {"summary": {...}, "rows": [{...}], "samples": [{...}]} (else None)
+  sandbox: None, or the settings of a contained worker (sandbox.init_settings): once the runtime
+  is loaded it works in private_dir under limits and a seccomp filter (see sandbox.py), and
+  containment is (contained, how or why not); else containment is None
+Replies carry plain values only (the parent refuses anything else), and error messages keep the
+runtime's {{pc:...}} markers, which the parent turns into source lines: a contained worker cannot
+run addr2line.
 """
 
 import ctypes
 import mmap
 import os
-import shutil
 import sys
 import traceback
 from multiprocessing.connection import Connection
 
 import numpy as np
+
+from . import sandbox
+
 
 class RegionDesc(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_uint64), ("elem_size", ctypes.c_uint32),
@@ -82,8 +90,6 @@ class Worker:
         self.runtime = None
         self.nthreads = 1
         self.modules = {}  # id -> (CDLL, {name: (thunk, sizes)}, [(address, size, elem, type, name)])
-        self.loaded_paths = set()
-        self.private_dir = None
 
     def serve(self):
         while True:
@@ -97,8 +103,7 @@ class Worker:
                 reply = ("error", "RuntimeError", traceback.format_exc())
             self.tx.send(reply)
 
-    def do_init(self, runtime_path, nthreads, private_dir):
-        self.private_dir = private_dir  # the parent's, removed by the parent
+    def do_init(self, runtime_path, nthreads, private_dir, sandbox_settings=None):
         self.runtime = ctypes.CDLL(runtime_path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
         self.runtime.pmpp_launch.argtypes = [ctypes.POINTER(LaunchDesc)]
         self.runtime.pmpp_symbol.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
@@ -106,17 +111,14 @@ class Worker:
         self.runtime.pmpp_count_result.argtypes = [ctypes.POINTER(CountSummary), ctypes.c_void_p, ctypes.c_uint64,
                                                     ctypes.c_void_p, ctypes.c_uint64]
         self.nthreads = max(1, int(nthreads))
-        return ("ok", os.getpid())
+        containment = None
+        if sandbox_settings is not None:
+            containment = sandbox.contain(sandbox_settings, private_dir, self.nthreads)
+        return ("ok", os.getpid(), containment)
 
     def do_load(self, module_id, path, constants=()):
-        if path in self.loaded_paths:
-            # A second module from the same cached library gets its own copy, so that its
-            # globals (__constant__ memory) are its own, as for separately loaded CUDA modules.
-            copy = os.path.join(self.private_dir, f"{module_id}-{os.path.basename(path)}")
-            shutil.copyfile(path, copy)
-            path = copy
+        # (a library loaded twice comes as a private copy the parent made: see client.py)
         lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        self.loaded_paths.add(path)
         count = ctypes.c_int.in_dll(lib, "pmpp_module_kernel_count").value
         table = (KernelEntry * (count + 1)).in_dll(lib, "pmpp_module_kernels")
         kernels = {}
@@ -199,8 +201,7 @@ class Worker:
         kind = self.runtime.pmpp_launch(ctypes.byref(desc))
         sys.stdout.flush()
         if kind:
-            from .toolchain import symbolize
-            return ("error", kind, symbolize(desc.error_msg.decode(errors="replace")))
+            return ("error", kind, desc.error_msg.decode(errors="replace"))
         return ("ok", self._counts() if sample is not None else None)
 
     def _counts(self):
