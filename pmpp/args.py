@@ -3,6 +3,8 @@ against the kernel's parameter list. A wrong dtype, a host array passed to the G
 float for an ``int`` parameter: each is a clear ``TypeError``/``ValueError``, never a wrong number."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .source import KernelSignature, Param
@@ -75,13 +77,113 @@ def param_dtype(param: Param):
 
 def convert_args(sig: KernelSignature, args, array_type, backend: str) -> list:
     """Check each argument against its parameter; return them ready for the backend
-    (arrays unchanged, scalars as NumPy scalars of the parameter's exact type)."""
+    (arrays unchanged, scalars as NumPy scalars of the parameter's exact type). When the workbook's
+    chapter code launches the kernel, arguments that do not fit the parameters mean the kernel's
+    signature was changed: the error says so, and which signature to keep."""
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple of kernel arguments, got {type(args).__name__}; "
                         f"e.g. k(grid, block, (x, out, n))")
+    mismatch = signature_mismatch(sig, args)
+    if mismatch and _launched_by_chapter():
+        raise TypeError(f"the kernel's parameters do not match what the chapter passes: {mismatch}; "
+                        f"keep the signature `{expected_signature(sig, args)}`")
     if len(args) != len(sig.params):
         raise TypeError(f"kernel {sig} takes {len(sig.params)} arguments but {len(args)} were given")
     return [_convert(p, a, array_type, backend, sig.name) for p, a in zip(sig.params, args)]
+
+
+# ---- signatures the chapter code relies on
+
+_DTYPE_CTYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned int",
+                 "int64": "long long", "uint64": "unsigned long long", "int16": "short",
+                 "uint16": "unsigned short", "int8": "signed char", "uint8": "unsigned char",
+                 "bool": "bool", "float16": "__half"}
+
+
+def _is_array(value) -> bool:
+    return hasattr(value, "dtype") and getattr(value, "ndim", 0) > 0
+
+
+def _fits(param: Param, value) -> bool:
+    """Would ``value`` pass for ``param`` by its kind and type (an array for a pointer, a scalar of
+    the parameter's type for a value)? Unknown C types fit anything of the right kind."""
+    dtype, lanes = param_dtype(param)
+    if _is_array(value) or param.pointer:
+        return _is_array(value) and param.pointer and (dtype is None or value.dtype == dtype)
+    if dtype is None or lanes > 1 or isinstance(value, bool):
+        return True
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.dtype == dtype
+    if isinstance(value, int):
+        return dtype.kind in "iufb"
+    if isinstance(value, float):
+        return dtype.kind == "f"
+    return True
+
+
+def _passed(value) -> str:
+    """What an argument is, in C terms: "a float* array (numpy float32)", "an unsigned int"."""
+    if _is_array(value):
+        ctype = _DTYPE_CTYPES.get(value.dtype.name, f"numpy {value.dtype.name}")
+        return f"a {ctype}* array (numpy {value.dtype.name})"
+    if isinstance(value, (np.generic, np.ndarray)):
+        ctype = _DTYPE_CTYPES.get(value.dtype.name, f"numpy {value.dtype.name}")
+        return f"{'an' if ctype[0] in 'aeiou' else 'a'} {ctype} (numpy.{value.dtype.name})"
+    return f"a Python {type(value).__name__}"
+
+
+def signature_mismatch(sig: KernelSignature, args) -> str | None:
+    """How the arguments do not fit the kernel's parameters by number or type (None if they do)."""
+    if len(args) != len(sig.params):
+        return f"{sig.name} has {len(sig.params)} parameters, the chapter passes {len(args)} arguments"
+    for i, (param, value) in enumerate(zip(sig.params, args), 1):
+        if not _fits(param, value):
+            return f"parameter {i} is `{param}`, where the chapter passes {_passed(value)}"
+    return None
+
+
+def expected_signature(sig: KernelSignature, args) -> str:
+    """The signature the arguments call for: the workbook's own kernel of that name where it has
+    one that fits them, else one made from the arguments' types and the declared names."""
+    own = [str(s) for s in _workbook_signatures(sig.name) if signature_mismatch(s, args) is None]
+    if len(set(own)) == 1:
+        return own[0]
+    params = []
+    for i, value in enumerate(args):
+        declared = sig.params[i] if i < len(sig.params) else None
+        name = declared.name if declared else f"arg{i + 1}"
+        if declared and _fits(declared, value):
+            params.append(str(declared))
+        elif _is_array(value):
+            const = "const " if declared and declared.const else ""
+            params.append(f"{const}{_DTYPE_CTYPES.get(value.dtype.name, value.dtype.name)}* {name}")
+        elif isinstance(value, (np.generic, np.ndarray)):
+            params.append(f"{_DTYPE_CTYPES.get(value.dtype.name, value.dtype.name)} {name}")
+        else:
+            params.append(f"{'double' if isinstance(value, float) else 'int'} {name}")
+    return f"{sig.name}({', '.join(params)})"
+
+
+def _workbook_signatures(name: str) -> list[KernelSignature]:
+    """Every kernel called ``name`` in the workbook's kernel files (template instances included)."""
+    from .source import find_kernels, kernels_dir, signature_for
+    found = []
+    for path in sorted(kernels_dir().rglob("*.cu")):
+        try:
+            sig = signature_for(find_kernels(path.read_text()), name)
+        except (OSError, ValueError):
+            continue
+        if sig is not None:
+            found.append(sig)
+    return found
+
+
+def _launched_by_chapter() -> bool:
+    """Is the launch being checked made by the workbook's chapter code (pmpp.chapters)?"""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__") in (__name__, "pmpp.loader"):
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("pmpp.chapters")
 
 
 def _convert(param: Param, value, array_type, backend: str, kernel: str):

@@ -28,7 +28,9 @@ class OutOfBoundsError(KernelCheckError):
 
 
 class RaceError(KernelCheckError):
-    """Two threads of a block touched the same shared address between barriers, one writing."""
+    """Two threads of a block touched the same shared address between barriers, one writing; or two
+    blocks of a launch touched the same element of an argument array with plain loads and stores,
+    one writing (``*sum += partial`` where an ``atomicAdd`` is needed)."""
 
 
 class BarrierDivergenceError(KernelCheckError):
@@ -44,10 +46,47 @@ class KernelTimeoutError(PmppError):
 
 
 class ExerciseNotImplemented(PmppError):
-    """A variant that is an exercise still holds its stub (a student release): there is nothing to
-    run yet. The message names the file to write and the ``pmpp grade`` command."""
+    """A variant's kernel file still holds a stub (a student release): there is nothing to run yet.
+    Either the variant is an exercise, or it builds on one: a later variant that repeats part of
+    an exercise's answer holds that part as a stub until the answer is released. The message
+    names the file to write and the ``pmpp grade`` command.
 
-    def __init__(self, exercise: str, path):
-        super().__init__(f"exercise: implement {path}, then run `pmpp grade {exercise}`")
+    ``builds_on``: the exercises whose answers the file holds as stubs besides its own (read from
+    the stubs themselves when not given)."""
+
+    def __init__(self, exercise: str, path, builds_on=None):
+        own, others = self.stubs_in(path) if builds_on is None else (True, list(builds_on))
+        others = [name for name in others if name != exercise]
+        parts = " and ".join(others)
+        if own or not others:
+            message = f"exercise: implement {path}, then run `pmpp grade {exercise}`"
+            if others:
+                message += f" (it also holds part of {parts}'s answer, stubbed until released)"
+        else:
+            message = (f"skipped {exercise}: it builds on exercise {parts}, whose answer it holds as a "
+                       f"stub until released (or put your own answer in {path}); implement "
+                       + " and ".join(f"kernels/{name}.cu" for name in others) + ", then run "
+                       + " and ".join(f"`pmpp grade {name}`" for name in others))
+        super().__init__(message)
         self.exercise = exercise
         self.path = path
+        self.builds_on = others
+        self.is_exercise = own or not others     # False: a variant that builds on exercises
+
+    @staticmethod
+    def stubs_in(path) -> tuple[bool, list[str]]:
+        """Whether a kernel file (relative to the workbook) holds its own exercise's stub, and the
+        exercises whose answers it holds stubs of (``pmpp: not implemented yet (part of exercise X)``)."""
+        import re
+        from pathlib import Path
+
+        from .exercises import STUB_MARK
+        from .source import kernels_dir
+        file = Path(path) if Path(path).is_absolute() else kernels_dir().parent / path
+        try:
+            text = file.read_text()
+        except OSError:
+            return True, []
+        others = re.findall(re.escape(STUB_MARK) + r" \(part of exercise ([\w./-]+)\)", text)
+        own = re.search(re.escape(STUB_MARK) + r"[ \t]*$", text, re.MULTILINE) is not None
+        return own, list(dict.fromkeys(others))

@@ -10,6 +10,7 @@ processes can share the cache.
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -33,10 +34,13 @@ PLAIN_FLAGS = ["-O2"]
 # __tsan_{read,write}N(addr), which the runtime defines: the object is compiled with g++'s
 # ThreadSanitizer instrumentation and linked WITHOUT libtsan (see runtime/pmpp_runtime.cpp for
 # why not AddressSanitizer's). -gdwarf-4: binutils 2.40's addr2line misreads g++ 12's DWARF 5
-# file table and would name the generated .cpp instead of the #line file.
+# file table and would name the generated .cpp instead of the #line file. Volatile accesses call
+# __tsan_volatile_{read,write}N: blocks pass values to each other through them (look-back scans),
+# so they never count as a race between blocks.
 CHECK_FLAGS = [
     "-O1", "-g", "-gdwarf-4", "-DPMPP_CHECK=1",
     "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0",
+    "--param", "tsan-distinguish-volatile=1",
 ]
 # Count builds (pmpp.counters): the checked build, plus a call to the runtime at the start of every
 # basic block (-fsanitize-coverage=trace-pc: which lanes execute it), and no scalar replacement of
@@ -236,7 +240,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     if proc.returncode != 0:
         tmp_so.unlink(missing_ok=True)
         tmp_dep.unlink(missing_ok=True)
-        raise compile_error(proc.stderr or proc.stdout, filename, names, n_kernel_names)
+        raise compile_error(proc.stderr or proc.stdout, filename, names, n_kernel_names, src)
     deps = _dependencies(tmp_dep, cpp)
     tmp_dep.unlink(missing_ok=True)
     tmp_json = _tmp_name(deps_json)
@@ -249,9 +253,32 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
 _DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
 _USER_CONTEXT = re.compile(
     r"^(?:In file included from |\s+from )?(?P<file>[^:\n]+?):(?P<line>\d+)(?::\d+)?[:,]\s*(?:required from|$)")
-
-
 _MACRO_EXPANSION = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):\d+: note: in expansion of macro")
+_NOTE = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):(?:\d+:)? note: (?P<msg>.*)$")
+_EXCERPT = re.compile(r"^\s*\d*\s+\|")  # g++'s quote of a source line, its caret and fix-it lines
+_COLUMN = re.compile(r"^[^:\n]+?:\d+:(?P<column>\d+): ")
+_FIX_IT = re.compile(r"^\s+\|")  # the caret line, or a suggested replacement under it
+
+# Names of the engine's own that g++ may put in a message (a suggestion for a misspelt name, a
+# candidate's signature), and the CUDA names a student wrote.
+_CUDA_NAMES = {
+    "pmpp_syncthreads_op": "__syncthreads_count", "pmpp_syncthreads": "__syncthreads",
+    "pmpp_activemask": "__activemask", "pmpp_device_assert": "assert", "pmpp_trap": "__trap",
+    "pmpp_dim": "dim3", "::pmpp::detail::thread_idx()": "threadIdx",
+    "::pmpp::detail::block_idx()": "blockIdx", "::pmpp::detail::block_dim()": "blockDim",
+    "::pmpp::detail::grid_dim()": "gridDim",
+}
+_ENGINE_NAME = re.compile(r"pmpp|PMPP|__tsan|__sanitizer")
+_SUGGESTION = re.compile(r"; did you mean [‘'`](?P<name>[^’'`]+)[’'`]\?")
+
+
+def cuda_names(text):
+    """g++'s text with the engine's internal names put back to the CUDA names they stand for, and
+    suggestions of other internal names ("did you mean 'pmpp_...'?") left out."""
+    for internal, cuda in _CUDA_NAMES.items():
+        end = r"\b" if internal[-1].isalnum() else ""
+        text = re.sub(rf"(?<![\w:])(?:::)?{re.escape(internal.lstrip(':'))}{end}", cuda, text)
+    return _SUGGESTION.sub(lambda m: "" if _ENGINE_NAME.search(m.group("name")) else m.group(0), text)
 
 
 def _is_internal(path):
@@ -261,8 +288,70 @@ def _is_internal(path):
             or Path(p).name.startswith("mod-") and p.endswith(".cpp"))
 
 
-def compile_error(log, filename, names, n_kernel_names):
-    """CompileError naming the .cu file and line of the first error, with the whole log."""
+def _user_location(lines, idx, file, line):
+    """Where in the user's code an error in one of the engine's headers comes from: the outermost
+    macro expansion after it, else the instantiation or #include that led to it."""
+    expansion = None
+    for nxt in lines[idx + 1:]:
+        if _DIAGNOSTIC.match(nxt):
+            break
+        e = _MACRO_EXPANSION.match(nxt)
+        if e and not _is_internal(e.group("file")):
+            expansion = e.group("file"), int(e.group("line"))
+    if expansion:
+        return expansion
+    for prev in reversed(lines[:idx]):
+        if _DIAGNOSTIC.match(prev):
+            break
+        c = _USER_CONTEXT.match(prev)
+        if c and not _is_internal(c.group("file")):
+            return c.group("file"), int(c.group("line"))
+    return file, line
+
+
+def _quote(source, filename, file, line, column=None):
+    """g++-style quote of line ``line`` of the user's file (g++ quotes only files it can open, and
+    the .cu file is compiled from a copy), with a caret under ``column`` where it falls on it."""
+    if source is None or file != filename:
+        return []
+    text = source.splitlines()
+    offset = 1 if text and text[0].startswith("#line 1 ") else 0
+    if not 0 < line <= len(text) - offset:
+        return []
+    code = text[line - 1 + offset].rstrip().expandtabs(8)
+    quoted = [f"{line:5} | {code}"]
+    if column and 0 < column <= len(code):
+        quoted.append(f"{'':5} | {' ' * (column - 1)}^")
+    return quoted
+
+
+def _error_notes(lines, start):
+    """The notes of the error whose diagnostic is lines[start - 1] (candidates, "declared here"...),
+    with the engine's header names and quotes of its code left out, up to the next error."""
+    out, keep_quote = [], False
+    for text in lines[start:]:
+        if _DIAGNOSTIC.match(text):
+            break
+        if _EXCERPT.match(text):
+            if keep_quote:
+                out.append(text)
+            continue
+        note = _NOTE.match(text)
+        keep_quote = False
+        if not note:
+            continue                      # context: "In file included from", "In function ..."
+        if not _is_internal(note.group("file")):
+            out.append(text)
+            keep_quote = True
+        elif not _ENGINE_NAME.search(cuda_names(note.group("msg"))):
+            out.append(f"note: {note.group('msg')}")
+    return out
+
+
+def compile_error(log, filename, names, n_kernel_names, source=None):
+    """CompileError whose message is the first error in full: the .cu file and line, g++'s message,
+    the line of code and the error's notes, in CUDA's names (``log``: all of g++'s output).
+    ``source``: the code compiled (as given, starting with its #line directive), to quote from."""
     lines = log.splitlines()
     for idx, text in enumerate(lines):
         m = _DIAGNOSTIC.match(text)
@@ -276,35 +365,28 @@ def compile_error(log, filename, names, n_kernel_names):
             return CompileError(
                 f"{filename}: cannot make '{name}' (from {origin}) a launchable kernel: {msg}. "
                 f"It must name a __global__ function of {filename}"
-                f"{' with its template arguments' if origin == 'name_expressions' else ''}.\n\n{log}",
+                f"{' with its template arguments' if origin == 'name_expressions' else ''}.",
                 filename=filename, line=None, log=log)
+        column = _COLUMN.match(text)
+        quote = [] if _is_internal(file) else [
+            q for q in itertools.takewhile(_EXCERPT.match, lines[idx + 1:])
+            if not (_FIX_IT.match(q) and _ENGINE_NAME.search(cuda_names(q)))]  # a dropped suggestion's
         if _is_internal(file):
-            # Where in the user's code: the outermost macro expansion after the error, else the
-            # instantiation or #include that led to it.
-            expansion = None
-            for nxt in lines[idx + 1:]:
-                if _DIAGNOSTIC.match(nxt):
-                    break
-                e = _MACRO_EXPANSION.match(nxt)
-                if e and not _is_internal(e.group("file")):
-                    expansion = e.group("file"), int(e.group("line"))
-            if expansion:
-                file, line = expansion
-            else:
-                for prev in reversed(lines[:idx]):
-                    if _DIAGNOSTIC.match(prev):
-                        break
-                    c = _USER_CONTEXT.match(prev)
-                    if c and not _is_internal(c.group("file")):
-                        file, line = c.group("file"), int(c.group("line"))
-                        break
-        return CompileError(f"{file}:{line}: {msg}\n\n{log}", filename=file, line=line, log=log)
+            file, line = _user_location(lines, idx, file, line)
+            column = None
+        if not quote:
+            quote = _quote(source, filename, file, line, column and int(column.group("column")))
+        more = sum(1 for t in lines[idx + 1:] if _DIAGNOSTIC.match(t))
+        message = "\n".join([f"{file}:{line}: {msg}", *quote, *_error_notes(lines, idx + 1)])
+        if more:
+            message += f"\n(and {more} more error{'s' if more > 1 else ''} after this one)"
+        return CompileError(cuda_names(message), filename=file, line=line, log=log)
     m = re.search(r"undefined reference to [`'‘](.+?)['’]", log)
     if m:
         return CompileError(f"{filename}: {m.group(1)} is used but never defined (pmpp's CPU engine "
                             f"links each .cu file on its own: define it in this file or a header it "
-                            f"includes)\n\n{log}", filename=filename, log=log)
-    return CompileError(f"{filename}: g++ failed:\n{log}", filename=filename, log=log)
+                            f"includes)", filename=filename, log=log)
+    return CompileError(f"{filename}: g++ failed:\n{cuda_names(log)}", filename=filename, log=log)
 
 
 def source_locations(library, offsets):

@@ -612,10 +612,27 @@ static inline double __hiloint2double(int hi, int lo) {
 }
 
 // ---- loads/stores with cache hints, timers ---------------------------------------------------
+namespace pmpp {
+// The hints that bypass or write through the SM's L1 (cg, cv, wt) are how blocks pass values to
+// each other: volatile accesses here (one access each, as before), which checked builds do not
+// count as races between blocks. Vector types stay plain copies.
+template <class T>
+inline constexpr bool volatile_copyable = std::is_arithmetic<T>::value || std::is_pointer<T>::value;
+template <class T>
+inline T coherent_load(const T *p) {
+    if constexpr (volatile_copyable<T>) return *(const volatile T *)p;
+    else return *p;
+}
+template <class T>
+inline void coherent_store(T *p, T v) {
+    if constexpr (volatile_copyable<T>) *(volatile T *)p = v;
+    else *p = v;
+}
+}  // namespace pmpp
 template <class T>
 inline T __ldg(const T *p) { return *p; }
 template <class T>
-inline T __ldcg(const T *p) { return *p; }
+inline T __ldcg(const T *p) { return ::pmpp::coherent_load(p); }
 template <class T>
 inline T __ldca(const T *p) { return *p; }
 template <class T>
@@ -623,15 +640,15 @@ inline T __ldcs(const T *p) { return *p; }
 template <class T>
 inline T __ldlu(const T *p) { return *p; }
 template <class T>
-inline T __ldcv(const T *p) { return *p; }
+inline T __ldcv(const T *p) { return ::pmpp::coherent_load(p); }
 template <class T>
-inline void __stcg(T *p, T v) { *p = v; }
+inline void __stcg(T *p, T v) { ::pmpp::coherent_store(p, v); }
 template <class T>
 inline void __stcs(T *p, T v) { *p = v; }
 template <class T>
 inline void __stwb(T *p, T v) { *p = v; }
 template <class T>
-inline void __stwt(T *p, T v) { *p = v; }
+inline void __stwt(T *p, T v) { ::pmpp::coherent_store(p, v); }
 static inline long long clock64() {
 #if defined(__x86_64__) || defined(__i386__)
     return (long long)__builtin_ia32_rdtsc();

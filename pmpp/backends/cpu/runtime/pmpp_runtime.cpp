@@ -18,11 +18,12 @@
 // library (see toolchain.py): kernel code then calls __tsan_{read,write}N(addr) before every
 // load and store of memory that may be shared. The definitions at the end of this file turn those
 // calls into bounds checks against the launch's known regions (argument arrays with red zones,
-// __shared__ arrays with red zones, the module's globals, the fiber's own stack) and into a
-// happens-before race detector for shared memory. (AddressSanitizer's call instrumentation,
-// -fsanitize=kernel-address, would do for bounds, but it skips the check of an address already
-// checked in the same basic block: the store of `sdata[tid] += x` is never reported, and a race
-// detector needs every write.)
+// __shared__ arrays with red zones, the module's globals, the fiber's own stack), into a
+// happens-before race detector for shared memory, and into a record of which blocks read and
+// wrote each element of the argument arrays, for races between blocks on global memory.
+// (AddressSanitizer's call instrumentation, -fsanitize=kernel-address, would do for bounds, but it
+// skips the check of an address already checked in the same basic block: the store of
+// `sdata[tid] += x` is never reported, and a race detector needs every write.)
 //
 // This file is compiled without instrumentation into its own shared library, loaded once per
 // worker process; every kernel module links against it.
@@ -42,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -61,6 +63,12 @@ constexpr size_t kSharedLimit = 227 * 1024;       // most shared memory a block 
 constexpr size_t kRedZone = 128;                  // checked builds: gap around __shared__ arrays
 constexpr size_t kArenaCap = 512 * 1024;
 constexpr int kMaxSlots = 256;
+constexpr size_t kGlobalShadowCap = size_t(1) << 30;  // bytes of GlobalShadow per launch, at most
+
+// How kernel code touched memory: volatile and atomic accesses are how blocks pass values to each
+// other, so they never race with another block's accesses; within a block, volatile ones are
+// ordinary accesses (volatile orders nothing between threads).
+enum AccessKind : uint8_t { ACCESS_PLAIN, ACCESS_VOLATILE, ACCESS_ATOMIC };
 
 enum State : uint8_t { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 
@@ -125,6 +133,22 @@ struct Shadow {
     Acc w, r1, r2;
 };
 
+// Races between blocks (checked builds): per element ("granule") of each writable argument array,
+// the two lowest-numbered blocks that wrote it with plain stores and the lowest code offset of
+// those stores, and the same for plain loads (see with_access). These are functions of the set of
+// accesses, not of the order in which OS threads happened to run the blocks, so a launch reports
+// the same race every run.
+struct GlobalShadow {
+    std::atomic<uint64_t> wrote, read;
+};
+
+struct GlobalRegion {
+    GlobalShadow *shadow = nullptr;  // null: not tracked (read-only arrays, __constant__ variables)
+    uintptr_t base = 0;
+    uint32_t shift = 0;  // log2 of the granule: the element size where it is a power of two
+    std::atomic<uint64_t> first_conflict{UINT64_MAX};  // lowest granule that two blocks race on
+};
+
 struct Launch {
     pmpp_launch_desc *d;
     uint32_t bx, by, bz, gx, gy, gz, nthr;
@@ -136,6 +160,10 @@ struct Launch {
     std::atomic<uint64_t> fail_block{UINT64_MAX};
     std::mutex mu;
     std::vector<std::pair<uintptr_t, uintptr_t>> segs;  // module's loaded segments
+    std::unique_ptr<GlobalRegion[]> global;  // checked builds: per region of d, see GlobalShadow
+    void *global_map = nullptr;
+    size_t global_map_bytes = 0;
+    uintptr_t code_base = 0;  // the module's load address: code offsets are relative to it
 };
 
 struct Worker {
@@ -1404,60 +1432,94 @@ std::string shared_index(const ShRegion &r, size_t off) {
     return s;
 }
 
+// Where an out-of-bounds address lies relative to one array: the element index, how far outside
+// the array that is, and whether the index looks like an unsigned 32-bit one that went below 0
+// (`S[t - 1]` with t == 0 reads S[4294967295]).
+struct Outside {
+    long long index = 0;
+    uint64_t distance = UINT64_MAX;  // bytes outside the array; UINT64_MAX: not a plausible index
+    bool before = false, wrapped = false;
+};
+
+Outside outside(uintptr_t a, size_t access, uintptr_t base, uint64_t size, size_t elem) {
+    Outside o;
+    const int64_t off = int64_t(a - base), e = int64_t(std::max<size_t>(elem, 1));
+    if (off < 0) {
+        o.index = -((-off + e - 1) / e);
+        o.distance = uint64_t(-off);
+        o.before = true;
+    } else {
+        o.index = off / e;
+        o.distance = uint64_t(off) - std::min<uint64_t>(size, uint64_t(off));
+        for (const int64_t unit : {e, int64_t(std::max<size_t>(access, 1))}) {
+            const int64_t k = off / unit;
+            if (off % unit == 0 && k >= (int64_t(1) << 31) && k < (int64_t(1) << 32)) {
+                o.index = -((int64_t(1) << 32) - k) * unit / e;
+                o.distance = uint64_t(-o.index * e);
+                o.before = o.wrapped = true;
+                break;
+            }
+        }
+    }
+    const uint64_t limit = uint64_t(1) << 32;  // an index no 32-bit int could have made
+    if (uint64_t(o.index < 0 ? -o.index : o.index) >= limit) o.distance = UINT64_MAX;
+    return o;
+}
+
+// Which array an out-of-bounds address most likely belongs to: the nearest, where an overrun past
+// the end of one array counts 8 times less than the same distance before the start of the next
+// (overruns by whole rows or tiles are common; negative indices are small: S[t - 1], x[i - k]).
+inline uint64_t likelihood_rank(const Outside &o) {
+    return o.distance == UINT64_MAX ? UINT64_MAX : o.before ? o.distance * 8 : o.distance;
+}
+
 [[noreturn]] void out_of_bounds(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc) {
     Worker *w = f->w;
     Launch *L = w->L;
     std::string what;
-    // The nearest known array, by distance from its data.
-    uint64_t best = UINT64_MAX;
-    auto dist = [&](uintptr_t base, size_t sz) -> uint64_t {
-        if (a < base) return base - a;
-        if (a >= base + sz) return a - (base + sz) + 1;
-        return 0;
-    };
-    auto index = [&](uintptr_t base, size_t elem) -> long long {
-        const long long off = (long long)(a - base);
-        const long long e = (long long)std::max<size_t>(elem, 1);
-        return off >= 0 ? off / e : -((-off + e - 1) / e);
+    Outside best;
+    uint64_t best_rank = UINT64_MAX;
+    auto consider = [&](const Outside &o, const std::string &array) {
+        if (likelihood_rank(o) < best_rank) {
+            best_rank = likelihood_rank(o);
+            best = o;
+            what = fmt("element [%lld] of ", o.index) + array;
+        }
     };
     for (int i = 0; i < L->d->nregions; ++i) {
         const pmpp_region_desc &r = L->d->regions[i];
-        const uint64_t d = dist(uintptr_t(r.base), r.size);
-        if (d < best) {
-            best = d;
-            what = fmt("element [%lld] of %s '%s' (%s)", index(uintptr_t(r.base), r.elem_size),
-                       r.is_const == PMPP_REGION_CONSTANT ? "__constant__" : "argument", r.name,
-                       elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1), r.type_name,
-                                 r.elem_size).c_str());
-        }
+        consider(outside(a, size, uintptr_t(r.base), r.size, r.elem_size),
+                 fmt("%s '%s' (%s)", r.is_const == PMPP_REGION_CONSTANT ? "__constant__" : "argument", r.name,
+                     elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1), r.type_name, r.elem_size).c_str()));
     }
     for (const ShRegion &r : w->regions) {
-        const uint64_t d = dist(uintptr_t(r.base), r.size);
-        if (d < best) {
-            best = d;
-            std::string shape;
-            if (r.rank > 1) {
-                for (int k = 0; k < r.rank; ++k) shape += fmt("%s%u", k ? "x" : "", r.ext[k]);
-                shape += " = ";
-            }
-            what = fmt("element [%lld] of %s__shared__ '%s' (%s%s)", index(uintptr_t(r.base), r.elem),
-                       r.dynamic ? "extern " : "", r.name, shape.c_str(),
-                       elem_desc(r.size / std::max<size_t>(r.elem, 1), r.type, r.elem).c_str());
+        std::string shape;
+        if (r.rank > 1) {
+            for (int k = 0; k < r.rank; ++k) shape += fmt("%s%u", k ? "x" : "", r.ext[k]);
+            shape += " = ";
         }
+        consider(outside(a, size, uintptr_t(r.base), r.size, r.elem),
+                 fmt("%s__shared__ '%s' (%s%s)", r.dynamic ? "extern " : "", r.name, shape.c_str(),
+                     elem_desc(r.size / std::max<size_t>(r.elem, 1), r.type, r.elem).c_str()));
     }
     std::string at;
     if (a < 4096)
         at = fmt("at address 0x%lx (a null pointer)", (unsigned long)a);
-    else if (best > (64u << 20) || what.empty())
+    else if (what.empty())
         at = fmt("at address 0x%lx, which is not inside any argument array, __shared__ array or "
                  "global variable",
                  (unsigned long)a);
     else
         at = "at " + what;
     std::string msg =
-        fmt("kernel '%s' at %s, block %s thread %s: %s of %zu byte%s %s is out of bounds", kname(L),
-            pc_marker(pc).c_str(), coord(w->bid).c_str(), coord(f->c.thread_idx).c_str(),
-            write ? "write" : "read", size, size == 1 ? "" : "s", at.c_str());
+        fmt("kernel '%s' at %s, block %s thread %s: %s of %zu byte%s ", kname(L), pc_marker(pc).c_str(),
+            coord(w->bid).c_str(), coord(f->c.thread_idx).c_str(), write ? "write" : "read", size,
+            size == 1 ? "" : "s") +
+        at + " is out of bounds";
+    if (a >= 4096 && best.wrapped)
+        msg += fmt(": its index is unsigned and went below 0, wrapping around to %llu (make the index "
+                   "a signed int, or test it before subtracting)",
+                   (unsigned long long)((uint64_t(1) << 32) + best.index));
     fiber_fail(f, PMPP_ERR_OUT_OF_BOUNDS, msg);
 }
 
@@ -1502,9 +1564,172 @@ void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool writ
     }
 }
 
+// ---- checked builds: races between blocks on global memory ----------------------------------
+//
+// Blocks of one launch run in no fixed order and, on a GPU, at the same time: a plain store by one
+// block and a plain load or store of the same element by another, in the same launch, is a race
+// (the classic one: `*sum += partial;` where an atomicAdd is needed). Atomics and volatile accesses
+// are how blocks pass values to each other (look-back scans' flags), so they take no part. See
+// GlobalShadow for why the outcome does not depend on the order the blocks ran in.
+
+// The accesses of one kind to one granule, in a word: the lowest block + 1 (bits 0-19), the next
+// lowest (bits 20-39), 0 for none, and the lowest code offset (bits 40-63, 0: none). Launches of
+// more blocks than kMaxTrackedBlocks are not checked for races between blocks.
+constexpr int kBlockBits = 20;
+constexpr uint64_t kBlockMask = (uint64_t(1) << kBlockBits) - 1;
+constexpr uint64_t kMaxTrackedBlocks = kBlockMask - 1;
+constexpr uint64_t kCodeMask = (uint64_t(1) << (64 - 2 * kBlockBits)) - 1;
+
+inline uint32_t lowest(uint64_t word) { return uint32_t(word & kBlockMask); }
+inline uint32_t second(uint64_t word) { return uint32_t(word >> kBlockBits & kBlockMask); }
+inline uint32_t code_of(uint64_t word) { return uint32_t(word >> (2 * kBlockBits)); }
+
+inline uint64_t with_access(uint64_t word, uint32_t b, uint32_t code) {
+    uint32_t lo = lowest(word), hi = second(word), c = code_of(word);
+    if (!lo || b < lo) {
+        hi = lo ? lo : hi;
+        lo = b;
+    } else if (b != lo && (!hi || b < hi)) {
+        hi = b;
+    }
+    if (!c || code < c) c = code;
+    return uint64_t(c) << (2 * kBlockBits) | uint64_t(hi) << kBlockBits | lo;
+}
+
+// Apply ``f`` to an atomic word; true if that changed it.
+template <class F>
+bool update(std::atomic<uint64_t> &word, F f) {
+    uint64_t old = word.load(std::memory_order_relaxed);
+    for (;;) {
+        const uint64_t next = f(old);
+        if (next == old) return false;
+        if (word.compare_exchange_weak(old, next)) return true;
+    }
+}
+
+// Two blocks race on the granule: one wrote it, and another wrote or read it.
+bool races(const GlobalShadow &g) {
+    const uint64_t wrote = g.wrote.load(), read = g.read.load();
+    if (!lowest(wrote)) return false;
+    return second(wrote) || second(read) || (lowest(read) && lowest(read) != lowest(wrote));
+}
+
+void note_global(Fiber *f, int region, uintptr_t a, size_t size, bool write, uintptr_t pc) {
+    Launch *L = f->w->L;
+    GlobalRegion &R = L->global[region];
+    if (!R.shadow) return;
+    const uint32_t block = uint32_t(f->w->cur_block + 1);
+    const uint32_t code = uint32_t(std::min<uint64_t>(pc - L->code_base, kCodeMask));
+    for (uint64_t k = (a - R.base) >> R.shift; k <= (a + size - 1 - R.base) >> R.shift; ++k) {
+        GlobalShadow &g = R.shadow[k];
+        // Sequentially consistent: of two blocks that make a race between them, at least one sees
+        // the other's entry when it checks.
+        auto add = [&](uint64_t word) { return with_access(word, block, code); };
+        if (update(write ? g.wrote : g.read, add) && races(g)) {
+            uint64_t first = R.first_conflict.load();
+            while (k < first && !R.first_conflict.compare_exchange_weak(first, k)) {
+            }
+        }
+    }
+}
+
+// Records for the writable argument arrays of a checked launch (and none if they would take more
+// than kGlobalShadowCap; the pages are committed only where the kernel touches them).
+void setup_global_shadow(Launch *L) {
+    const pmpp_launch_desc *d = L->d;
+    if (L->nblocks > kMaxTrackedBlocks || d->nregions <= 0) return;
+    std::vector<size_t> offsets(size_t(d->nregions), SIZE_MAX);
+    std::vector<uint32_t> shifts(size_t(d->nregions), 0);
+    size_t total = 0;
+    for (int i = 0; i < d->nregions; ++i) {
+        const pmpp_region_desc &r = d->regions[i];
+        if (r.is_const != PMPP_REGION_WRITABLE || !r.size) continue;
+        const uint32_t e = r.elem_size;
+        const uint32_t shift = (e && e <= 16 && !(e & (e - 1))) ? uint32_t(__builtin_ctz(e)) : 0;
+        shifts[i] = shift;
+        offsets[i] = total;
+        total += ((r.size + (uint64_t(1) << shift) - 1) >> shift) * sizeof(GlobalShadow);
+    }
+    if (!total || total > kGlobalShadowCap) return;
+    void *map = mmap(nullptr, total, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED) return;
+    L->global_map = map;
+    L->global_map_bytes = total;
+    L->global.reset(new GlobalRegion[size_t(d->nregions)]);
+    for (int i = 0; i < d->nregions; ++i) {
+        if (offsets[i] == SIZE_MAX) continue;
+        GlobalRegion &R = L->global[i];
+        R.shadow = reinterpret_cast<GlobalShadow *>(static_cast<char *>(map) + offsets[i]);
+        R.base = uintptr_t(d->regions[i].base);
+        R.shift = shifts[i];
+    }
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void *>(d->thunk), &info)) L->code_base = uintptr_t(info.dli_fbase);
+}
+
+std::string block_coord(const Launch *L, uint64_t b) {
+    return coord(pmpp_dim{unsigned(b % L->gx), unsigned((b / L->gx) % L->gy),
+                          unsigned(b / (uint64_t(L->gx) * L->gy))});
+}
+
+std::string code_at(const Launch *L, uint64_t word) {
+    const uint32_t offset = code_of(word);  // of a return address, as pc_marker expects
+    return offset && offset < kCodeMask ? pc_marker(L->code_base + offset) : "an unknown location";
+}
+
+// The race on the lowest granule of the first array that has one: two blocks, what they did,
+// where, and what to do instead.
+std::string describe_global_race(const Launch *L, int region, uint64_t granule) {
+    const pmpp_region_desc &r = L->d->regions[region];
+    const GlobalShadow &g = L->global[region].shadow[granule];
+    const uint64_t wrote = g.wrote, read = g.read;
+    const uint32_t x = lowest(wrote);
+    const uint32_t reader = lowest(read) != x ? lowest(read) : second(read);
+    const uint32_t y = second(wrote) && (!reader || second(wrote) < reader) ? second(wrote) : reader;
+    const std::string stored = code_at(L, wrote), loaded = code_at(L, read);
+    std::string what, advice;
+    if (second(wrote) && read) {
+        what = "a plain read-modify-write: read at " + loaded + ", written at " + stored;
+        advice = "when several blocks update one location, use atomicAdd (or another atomic operation)";
+    } else if (second(wrote)) {
+        what = "both write it: written at " + stored;
+        advice = "which value is left depends on which block runs last: let each block write elements "
+                 "of its own (index them with blockIdx), or use an atomic operation";
+    } else {
+        what = "one writes it, the other reads it: written at " + stored + ", read at " + loaded;
+        advice = "blocks run in no fixed order, so the read may come before or after the write: pass "
+                 "the value on to a later launch, or publish it with __threadfence() and an atomic "
+                 "flag and read it through a volatile pointer or an atomic";
+    }
+    const uint64_t index = (granule << L->global[region].shift) / std::max<uint32_t>(r.elem_size, 1);
+    return fmt("race between blocks in kernel '%s': blocks %s and %s both access %s[%llu] (argument "
+               "'%s', %s) without synchronization (",
+               kname(L), block_coord(L, x - 1).c_str(), block_coord(L, y - 1).c_str(), r.name,
+               (unsigned long long)index, r.name,
+               elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1), r.type_name, r.elem_size).c_str()) +
+           what + "); " + advice;
+}
+
+void finish_global_shadow(Launch *L) {
+    if (!L->global) return;
+    if (L->d->error_kind == PMPP_OK) {
+        for (int i = 0; i < L->d->nregions; ++i) {
+            const uint64_t granule = L->global[i].first_conflict.load();
+            if (granule != UINT64_MAX) {
+                report(L, PMPP_ERR_RACE, describe_global_race(L, i, granule));
+                break;
+            }
+        }
+    }
+    munmap(L->global_map, L->global_map_bytes);
+    L->global.reset();
+    L->global_map = nullptr;
+}
+
 // Where an access of kernel code lands: PMPP_SPACE_* (reporting it if out of bounds), or -1 for
 // the fiber's own stack (local variables: not counted).
-int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic) {
+int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, AccessKind kind) {
     if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return -1;
     Worker *w = f->w;
     Launch *L = w->L;
@@ -1512,7 +1737,7 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, bool 
         for (const ShRegion &r : w->regions) {
             if (a - uintptr_t(r.base) < r.size) {
                 if (a + size > uintptr_t(r.base) + r.size) break;
-                if (L->check && !atomic) race_check(f, r, a, size, write, pc);
+                if (L->check && kind != ACCESS_ATOMIC) race_check(f, r, a, size, write, pc);
                 return PMPP_SPACE_SHARED;
             }
         }
@@ -1522,6 +1747,7 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, bool 
         const pmpp_region_desc &r = L->d->regions[i];
         if (a - uintptr_t(r.base) < r.size) {
             if (a + size > uintptr_t(r.base) + r.size) out_of_bounds(f, a, size, write, pc);
+            if (kind == ACCESS_PLAIN && L->global) note_global(f, i, a, size, write, pc);
             return r.is_const == PMPP_REGION_CONSTANT ? PMPP_SPACE_CONSTANT : PMPP_SPACE_GLOBAL;
         }
     }
@@ -1530,14 +1756,14 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, bool 
     out_of_bounds(f, a, size, write, pc);
 }
 
-void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, bool atomic) {
+void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, AccessKind kind) {
     Fiber *f = cur_fiber();
     if (!f) return;  // not inside a launch (e.g. static initialisers while loading)
     Worker *w = f->w;
     if (!w->L->check && !w->L->count) return;
-    const int space = classify(f, a, size, write, pc, atomic);
+    const int space = classify(f, a, size, write, pc, kind);
     if (space >= 0 && w->L->count)
-        count_access(f, space, atomic ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
+        count_access(f, space, kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
 }
 
 }  // namespace
@@ -1674,7 +1900,7 @@ void pmpp_trap(const char *what, const char *file, int line) {
 }
 
 void pmpp_check_atomic(const void *addr, size_t size, const void *pc) {
-    check_access(uintptr_t(addr), size, true, uintptr_t(pc), true);
+    check_access(uintptr_t(addr), size, true, uintptr_t(pc), ACCESS_ATOMIC);
 }
 
 int pmpp_launch(pmpp_launch_desc *d) {
@@ -1709,10 +1935,12 @@ int pmpp_launch(pmpp_launch_desc *d) {
     if (L.check || L.count) dl_iterate_phdr(collect_segment, &L);
     const int nt = int(std::min<uint64_t>(std::max(1, std::min(d->nthreads, kMaxSlots)),
                                           L.nblocks));
+    if (L.check) setup_global_shadow(&L);
     std::vector<std::thread> pool;
     for (int s = 1; s < nt; ++s) pool.emplace_back(worker_main, &L, s);
     worker_main(&L, 0);
     for (std::thread &t : pool) t.join();
+    if (L.check) finish_global_shadow(&L);
     if (L.count && d->error_kind == PMPP_OK) count_merge(nt);
     fflush(stdout);
     return d->error_kind;
@@ -1755,22 +1983,22 @@ void pmpp_count_result(pmpp_count_summary *summary, pmpp_count_row *rows, uint64
 #define PMPP_PC uintptr_t(__builtin_return_address(0))
 #define PMPP_TSAN_HOOKS(n)                                                                     \
     __attribute__((noinline)) void __tsan_read##n(void *a) {                                   \
-        check_access(uintptr_t(a), n, false, PMPP_PC, false);                                  \
+        check_access(uintptr_t(a), n, false, PMPP_PC, ACCESS_PLAIN);                           \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_write##n(void *a) {                                  \
-        check_access(uintptr_t(a), n, true, PMPP_PC, false);                                   \
+        check_access(uintptr_t(a), n, true, PMPP_PC, ACCESS_PLAIN);                            \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_unaligned_read##n(void *a) {                         \
-        check_access(uintptr_t(a), n, false, PMPP_PC, false);                                  \
+        check_access(uintptr_t(a), n, false, PMPP_PC, ACCESS_PLAIN);                           \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_unaligned_write##n(void *a) {                        \
-        check_access(uintptr_t(a), n, true, PMPP_PC, false);                                   \
+        check_access(uintptr_t(a), n, true, PMPP_PC, ACCESS_PLAIN);                            \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_volatile_read##n(void *a) {                          \
-        check_access(uintptr_t(a), n, false, PMPP_PC, false);                                  \
+        check_access(uintptr_t(a), n, false, PMPP_PC, ACCESS_VOLATILE);                        \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_volatile_write##n(void *a) {                         \
-        check_access(uintptr_t(a), n, true, PMPP_PC, false);                                   \
+        check_access(uintptr_t(a), n, true, PMPP_PC, ACCESS_VOLATILE);                         \
     }
 PMPP_TSAN_HOOKS(1)
 PMPP_TSAN_HOOKS(2)
@@ -1779,10 +2007,10 @@ PMPP_TSAN_HOOKS(8)
 PMPP_TSAN_HOOKS(16)
 
 __attribute__((noinline)) void __tsan_read_range(void *a, size_t n) {
-    check_access(uintptr_t(a), n, false, PMPP_PC, false);
+    check_access(uintptr_t(a), n, false, PMPP_PC, ACCESS_PLAIN);
 }
 __attribute__((noinline)) void __tsan_write_range(void *a, size_t n) {
-    check_access(uintptr_t(a), n, true, PMPP_PC, false);
+    check_access(uintptr_t(a), n, true, PMPP_PC, ACCESS_PLAIN);
 }
 void __tsan_init(void) {}
 void __tsan_func_entry(void *) {}
@@ -1794,50 +2022,50 @@ void __tsan_vptr_read(void **) {}
 // atomicAdd and friends are not instrumented and check their address themselves).
 #define PMPP_TSAN_ATOMICS(n, T)                                                                \
     __attribute__((noinline)) T __tsan_atomic##n##_load(const volatile T *a, int) {            \
-        check_access(uintptr_t(a), sizeof(T), false, PMPP_PC, true);                           \
+        check_access(uintptr_t(a), sizeof(T), false, PMPP_PC, ACCESS_ATOMIC);                  \
         return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_atomic##n##_store(volatile T *a, T v, int) {         \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_exchange(volatile T *a, T v, int) {         \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                    \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                     \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                     \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                     \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) {         \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                      \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                     \
     }                                                                                          \
     __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_strong(                  \
         volatile T *a, T *c, T v, int, int) {                                                  \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     }                                                                                          \
     __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_weak(                    \
         volatile T *a, T *c, T v, int, int) {                                                  \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
     }                                                                                          \
     __attribute__((noinline)) T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c,    \
                                                                         T v, int, int) {       \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, true);                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
         __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
         return c;                                                                              \
     }
