@@ -12,7 +12,11 @@ from .errors import PmppError
 
 def main(argv=None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "command", None) == "grade" and not any(a.startswith("-") for a in extra):
+        args.submissions += extra          # submissions after an option: grade EX --seed 1 a.cu
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
@@ -90,7 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("release", help="write the student version of the workbook")
-    p.add_argument("--student", required=True, metavar="DIR", help="an empty folder (or an earlier release)")
+    p.add_argument("folder", nargs="?", metavar="DIR", help="an empty folder, or an earlier release to update")
+    p.add_argument("--student", metavar="DIR", help="the same as DIR")
+    p.add_argument("--with-solution", action="append", default=[], metavar="EXERCISE",
+                   help="release this exercise's solution too (repeatable), e.g. after its deadline")
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("check-kernels", help="compile every kernel with nvcc; registers, shared memory, spills")
@@ -122,14 +129,20 @@ def _problem(chapter, backend, n):
 
 
 def cmd_run(args) -> int:
-    from .runner import format_table, measure, verify
+    from .runner import format_table, measure, split_stubs, verify
     backend = resolve_backend(args.backend)
     print(backend_info(backend))
-    failed = []
+    failed, stubs = [], 0
     for chapter in _chapters(args.chapter):
         problem = _problem(chapter, backend, args.n)
         print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
         variants = [chapter.variant(v) for v in args.variants] if args.variants else chapter.variants
+        variants, notes = split_stubs(chapter, variants)
+        for note in notes:
+            print(f"  {note}")
+        stubs += len(notes)
+        if not variants:
+            continue
         failed += _verify_sizes(chapter, variants, backend, verify)
         entries = measure(chapter, backend=backend, problem=problem,
                           variants=[v.name for v in variants])
@@ -145,7 +158,8 @@ def cmd_run(args) -> int:
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
-    print("\nEvery variant matched the reference (the teaching examples of bugs aside).")
+    print("\nEvery variant matched the reference (the teaching examples of bugs aside)"
+          + (f"; {stubs} not implemented yet (above)." if stubs else "."))
     return 0
 
 
@@ -293,8 +307,13 @@ def cmd_grade(args) -> int:
 
 def cmd_release(args) -> int:
     from .release import release
-    written = release(args.student)
-    print(f"wrote the student release ({len(written)} files) to {args.student}")
+    folder = args.folder or args.student
+    if not folder:
+        raise PmppError("name the folder to write, e.g. pmpp release ../pmpp-student")
+    done = release(folder, solutions=args.with_solution)
+    released = f" but those released: {', '.join(args.with_solution)}" if args.with_solution else ""
+    print(f"student release in {done.folder}: {len(done.files)} files, {len(done.changed)} written, "
+          f"{len(done.removed)} removed; checked: no exercise's solution in them{released}")
     return 0
 
 

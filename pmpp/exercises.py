@@ -6,7 +6,9 @@ A kernel file marks an exercise's solution, as nbgrader does::
     ...the instructor's code...
     // END SOLUTION
 
-Notebook code cells mark theirs with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` and hide
+A later variant that repeats part of an exercise's answer marks that part with the exercise's
+name (``// BEGIN SOLUTION reduction/14_warp_shuffle``), so the release stubs it too
+(:mod:`pmpp.markers`). Notebook code cells mark theirs with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` and hide
 tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``.
 
 * This module: which exercises there are (the list, not the markers, so an exercise stays known
@@ -17,13 +19,18 @@ tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``.
 from __future__ import annotations
 
 import contextlib
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import chapters
 from .errors import ExerciseNotImplemented
 from .source import kernels_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:                                   # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 BEGIN, END = "// BEGIN SOLUTION", "// END SOLUTION"
 STUB_MARK = "pmpp: not implemented yet"
@@ -45,9 +52,9 @@ class Exercise:
         return kernels_dir() / self.chapter / f"{self.variant}.cu"
 
 
-def manifest() -> dict:
-    """``kernels/exercises.toml``, parsed."""
-    path = kernels_dir() / MANIFEST
+def manifest(kernels=None) -> dict:
+    """``kernels/exercises.toml`` (of the workbook, or of the folder ``kernels``), parsed."""
+    path = Path(kernels or kernels_dir()) / MANIFEST
     try:
         with path.open("rb") as f:
             return tomllib.load(f)

@@ -133,8 +133,9 @@ def plan(exercise) -> list[_Planned]:
         from .runner import problem_for
         problem = problem_for(variant, {**chapter.problems["cpu"], **({} if n is None else {"n": n})})
         size = f"n={n}" if n is not None else chapter.describe(problem)
-        checks.append(_Planned("correct", f"correct at {size} on random inputs (CPU engine: races, "
-                                          "bounds, barriers checked)", problem, size))
+        checks.append(_Planned("correct", f"correct at {size} on random inputs (CPU engine: races "
+                                          "in shared and global memory, bounds, barriers checked)",
+                               problem, size))
         if chapter.make_exact_inputs is not None:
             checks.append(_Planned("exact", f"exact at {size} on inputs every correct order sums "
                                             "exactly", problem, size))
@@ -166,8 +167,7 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
         except OSError as exc:
             skip = f"cannot read the submission {submission}: {exc.strerror or exc}"
     if data is not None and STUB_MARK.encode() in data:
-        skip = (f"not implemented yet: the line `// {STUB_MARK}` is still in the file; write the "
-                "exercise's code in place of the stub and delete that line")
+        skip = _stub_left(submission)
     with sandbox.sandboxed() as box:
         for index, planned in enumerate(plan(ex)):
             points = float(ex.points.get(planned.kind, 1))
@@ -183,6 +183,17 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     if report.passed and gpu_available():
         _time_on_gpu(report, chapter, variant, submission, ex, seed)
     return report
+
+
+def _stub_left(submission: Path) -> str:
+    """Why a file that still holds a stub is not graded."""
+    own, others = ExerciseNotImplemented.stubs_in(submission)
+    if own:
+        return (f"not implemented yet: the line `// {STUB_MARK}` is still in the file; write the "
+                "exercise's code in place of the stub and delete that line")
+    return (f"not implemented yet: the file still holds the stub of part of {' and '.join(others)}'s "
+            "answer, which this kernel builds on; put that exercise's answer (yours, or its released "
+            "solution) in its place")
 
 
 def _why_stop(planned, check) -> str | None:

@@ -552,8 +552,15 @@ def _record_one(job) -> tuple[list[dict], dict | None]:
     return [{**where, **{k: row[k] for k in keep}} for row in rows], None
 
 
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                                re.DOTALL)
+
+
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """A digest of a kernel file's code: comments and layout do not change it (a comment or an
+    exercise's marker changes no register count)."""
+    code = _COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else " ", text)
+    return hashlib.sha256(" ".join(code.split()).encode()).hexdigest()[:16]
 
 
 def _dumps(data: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .backends import resolve_backend
 from .chapters import Chapter, CheckResult, Variant
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, ExerciseNotImplemented
 from .exercises import implemented, require_implemented
 from .loader import load
 
@@ -31,6 +31,28 @@ def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=Fa
             f"(backend='cpu') or choose an earlier variant.")
     return load(path or chapter.kernel_path(variant), backend=backend, defines=variant.defines,
                 name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count)
+
+
+def split_stubs(chapter: Chapter, variants: Iterable[Variant]) -> tuple[list[Variant], list[str]]:
+    """The variants whose kernels are written, and for each one still a stub (a student release)
+    the line to show instead of a result: not a failure, an exercise and its grade command."""
+    written, notes = [], []
+    for variant in variants:
+        try:
+            require_implemented(chapter, variant)
+            written.append(variant)
+        except ExerciseNotImplemented as exc:
+            notes.append(_stub_note(variant, exc))
+    return written, notes
+
+
+def _stub_note(variant: Variant, exc: ExerciseNotImplemented) -> str:
+    if exc.is_exercise:
+        return f"{variant.name}: exercise, not implemented yet - write {exc.path}, then `pmpp grade {exc.exercise}`"
+    names = " and ".join(exc.builds_on)
+    grade = " and ".join(f"`pmpp grade {name}`" for name in exc.builds_on)
+    return (f"{variant.name}: builds on exercise {names}, not implemented yet - it runs once that "
+            f"solution is released; {grade} grades your answer")
 
 
 def array_module(backend: str):
@@ -86,7 +108,7 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
             variants: Iterable[str | Variant] | None = None, library=True, seed=None) -> list[dict]:
     """Check and time each variant (and the library routines) on one problem: result entries
     as ``pmpp.results`` stores them. ``variants``: names, or variants themselves (e.g. one
-    re-targeted to other inputs); by default all of the chapter's.
+    re-targeted to other inputs); by default all of the chapter's (an empty list: none).
 
     Inputs are drawn once per distinct problem (fresh random ones on every call) and the reference
     computed once for them; each run gets its own copy, so every variant writes into a freshly
@@ -101,8 +123,9 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
     cases = _Cases(chapter, array_module(backend), np.random.default_rng(seed))
     judge = _judge(chapter)
     base = dict(problem or default_problem(chapter, backend))
-    chosen = implemented(chapter, [chapter.variant(v) if isinstance(v, str) else v
-                                   for v in variants or chapter.variants])
+    wanted = [chapter.variant(v) if isinstance(v, str) else v
+              for v in (chapter.variants if variants is None else variants)]
+    chosen = implemented(chapter, wanted) if wanted else []
     entries = []
     for variant in chosen:
         p = problem_for(variant, base)

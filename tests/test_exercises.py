@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pmpp import exercises, release
+from pmpp import exercises
 from pmpp.cli import main
 
 COARSENED = exercises.find("reduction/05_coarsened")
@@ -84,50 +84,6 @@ def test_missing_submission_file_is_a_verdict(tmp_path):
 def test_unknown_exercise_lists_the_exercises():
     with pytest.raises(KeyError, match="reduction/05_coarsened"):
         exercises.find("reduction/99")
-
-
-@pytest.fixture(scope="module")
-def student_tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("student")
-    release.release(root)
-    return root
-
-
-def test_release_replaces_solutions_with_stubs(student_tree):
-    text = (student_tree / "kernels/reduction/05_coarsened.cu").read_text()
-    assert exercises.STUB_MARK in text and "// BEGIN SOLUTION" not in text and "atomicAdd" not in text
-    assert not (student_tree / "tests").exists()
-
-
-def test_released_stubs_fail_grading_as_not_implemented(student_tree):
-    for e in exercises.exercises():
-        report = exercises.grade(e.name, student_tree / "kernels" / e.chapter / f"{e.variant}.cu")
-        assert not report.passed and "not implemented yet" in reasons(report), str(report)
-
-
-def test_released_notebooks_have_no_outputs_solutions_or_hidden_tests(student_tree):
-    for path in (student_tree / "notebooks").glob("*.ipynb"):
-        nb = json.loads(path.read_text())
-        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-        assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
-        text = "".join("".join(c["source"]) for c in code)
-        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
-    reduction = (student_tree / "notebooks/10_reduction.ipynb").read_text()
-    assert "raise NotImplementedError()" in reduction
-
-
-def test_releasing_twice_gives_identical_files(student_tree, tmp_path):
-    again = tmp_path / "again"
-    release.release(again)
-    first = {p.relative_to(student_tree): p.read_bytes() for p in student_tree.rglob("*") if p.is_file()}
-    second = {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()}
-    assert first == second
-
-
-def test_release_refuses_a_folder_with_other_files(tmp_path):
-    (tmp_path / "mine.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="not empty"):
-        release.release(tmp_path)
 
 
 def test_grade_command_writes_json_verdict(tmp_path, capsys):

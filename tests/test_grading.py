@@ -232,3 +232,12 @@ def test_a_hostile_submission_gets_a_verdict_and_changes_nothing(tmp_path):
     assert not report.passed and not victim.exists()
     assert report.contained.startswith("contained:")
     assert all("may not touch files" in c.reason for c in report.checks[1:]), str(report)
+
+
+def test_a_kernel_holding_another_exercises_stub_says_which(tmp_path):
+    text = COARSENED.path.read_text().replace("float sum = 0.0f;", "float sum = 0.0f;\n"
+        f"    // {exercises.STUB_MARK} (part of exercise reduction/14_warp_shuffle)")
+    path = tmp_path / "05_coarsened.cu"
+    path.write_text(text)
+    report = grading.grade("reduction/05", path)
+    assert report.points == 0 and "reduction/14_warp_shuffle" in report.checks[0].reason

@@ -1,6 +1,7 @@
 """pmpp.occupancy: the occupancy calculator's arithmetic worked by hand, its table of GPUs, where a
 kernel's registers come from (nvcc, or the recorded values without it), and, on a GPU, agreement
 with the driver's own cuOccupancyMaxActiveBlocksPerMultiprocessor."""
+import json
 import re
 import types
 
@@ -389,7 +390,7 @@ def test_no_recording_and_no_nvcc_says_to_install_it(no_nvcc, monkeypatch, tmp_p
 
 def test_an_edited_kernel_file_is_flagged(no_nvcc):
     text = (pmpp.kernels_dir() / "reduction/01_simple.cu").read_text()
-    kernel = fake_function("reduction/01_simple.cu", "SimpleSumReductionKernel", text + "\n// edited\n",
+    kernel = fake_function("reduction/01_simple.cu", "SimpleSumReductionKernel", text + "\n__device__ int edited;\n",
                            defines={"BLOCK_DIM": 256})
     assert "the .cu file has changed since" in occupancy(kernel, 256).resources_from
 
@@ -527,3 +528,21 @@ def test_blocks_per_sm_match_nsight_compute_for_every_recorded_launch():
         for name in ("registers", "warps"):
             if occ.block_limits[name] is not None and occ.block_limits[name] <= occ.blocks_per_sm:
                 assert limits[name] == occ.block_limits[name], (name, gpu, block, registers, static, limits)
+
+
+def test_the_source_digest_ignores_comments_and_layout_but_not_code():
+    from pmpp.occupancy import _digest
+    code = 'int f(int x) {\n    return x + 1;  // one more\n}\nconst char* s = "// kept";\n'
+    assert _digest(code) == _digest("/* a header */\n" + code.replace("  // one more", "")
+                                    .replace("    ", "\t"))
+    assert _digest(code) != _digest(code.replace("x + 1", "x + 2"))
+    assert _digest(code) != _digest(code.replace('"// kept"', '"// gone"'))
+
+
+def test_recorded_resources_describe_the_kernels_as_they_are():
+    from pmpp.occupancy import RESOURCES_DIR, _digest
+    from pmpp.source import kernels_dir
+    for path in RESOURCES_DIR.glob("nvcc-*.json"):
+        sources = json.loads(path.read_text())["sources"]
+        stale = [f for f, digest in sources.items() if _digest((kernels_dir() / f).read_text()) != digest]
+        assert not stale, f"{path.name}: re-record with pmpp.occupancy.record_resources() where nvcc is: {stale}"

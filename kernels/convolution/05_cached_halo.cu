@@ -41,7 +41,9 @@ extern "C" __global__ void convolution_cached_tiled_2D_const_mem_kernel(const fl
                     int inRow = row - FILTER_RADIUS + fRow;
                     int inCol = col - FILTER_RADIUS + fCol;
                     if (inRow >= 0 && inRow < height && inCol >= 0 && inCol < width) {
+                        // BEGIN SOLUTION convolution/02_constant_memory
                         Pvalue += F[fRow][fCol] * N[inRow * width + inCol];  // halo: global (L2)
+                        // END SOLUTION convolution/02_constant_memory
                     }                                                         // ghost: 0
                 }
             }

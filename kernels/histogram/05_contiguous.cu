@@ -32,7 +32,9 @@ extern "C" __global__ void histo_contiguous_kernel(const unsigned char* data, un
     for (unsigned int i = tid * COARSE_FACTOR; i < (tid + 1) * COARSE_FACTOR && i < length; ++i) {
         int bin = binOf(data[i]);
         if (bin >= 0) {
+            // BEGIN SOLUTION histogram/04_private_shared
             atomicAdd(&histo_s[bin], 1u);
+            // END SOLUTION histogram/04_private_shared
         }
     }
     __syncthreads();

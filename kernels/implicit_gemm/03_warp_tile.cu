@@ -22,6 +22,7 @@ extern "C" __global__ void ImplicitGemmWarpTileKernel(const float* input, const 
     static_assert(WARP_ROWS * WARP_COLS == 32, "a warp has 32 threads");
     static_assert(TILE % WARP_ROWS == 0 && TILE % WARP_COLS == 0 && TILE * TILE <= 1024,
                   "TILE x TILE must split into whole 4 x 8 warp patches, at most 1024 threads");
+    // BEGIN SOLUTION implicit_gemm/02_shared_tiles
     __shared__ float filter_s[TILE][TILE];   // filter_s[k][crs]
     __shared__ float input_s[TILE][TILE];    // input_s[crs][npq]
     const int RS = R * S, CRS = C * RS, PQ = Oh * Ow, NPQ = N * PQ;
@@ -59,4 +60,5 @@ extern "C" __global__ void ImplicitGemmWarpTileKernel(const float* input, const 
     if (k < K && npq < NPQ) {
         output[(npq / PQ * K + k) * PQ + npq % PQ] = sum;
     }
+    // END SOLUTION implicit_gemm/02_shared_tiles
 }

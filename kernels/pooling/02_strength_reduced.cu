@@ -3,8 +3,7 @@
 // divisions (a modulo becomes a multiply-subtract). The window is clamped to x once -
 // [max(t0, 0), min(t0 + k, T)) and likewise for h and w - so the loops never test a bound, and
 // they run over offsets instead of coordinates: t over multiples of H*W, h over multiples of W,
-// so that the address of a cell is an addition, not ((nc*T + t)*H + h)*W + w
-// (`for (i = i0 * stride0; i < i1 * stride0; i += stride0)`).
+// so that the address of a cell is an addition, not ((nc*T + t)*H + h)*W + w.
 // Expect: the same loads, a third of the integer instructions per cell: faster where 01 was
 // instruction-bound (stride 1, large kernels), little change at k = s.
 #ifndef BLOCK_DIM

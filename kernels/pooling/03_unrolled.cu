@@ -55,11 +55,14 @@ __device__ __forceinline__ float windowMax(const float* v, int t0, int h0, int w
 // Any other kernel size: 02_strength_reduced's clamped loops over offsets.
 __device__ __forceinline__ float windowMaxAnyK(const float* v, int t0, int h0, int w0, int T, int H,
                                                int W, int k) {
+    // BEGIN SOLUTION pooling/02_strength_reduced
     int hw = H * W;
     int tBegin = max(t0, 0) * hw, tEnd = min(t0 + k, T) * hw;
     int hBegin = max(h0, 0) * W, hEnd = min(h0 + k, H) * W;
     int wBegin = max(w0, 0), wEnd = min(w0 + k, W);
+    // END SOLUTION pooling/02_strength_reduced
     float m = -INFINITY;
+    // BEGIN SOLUTION pooling/02_strength_reduced
     for (int t = tBegin; t < tEnd; t += hw) {
         for (int h = t + hBegin; h < t + hEnd; h += W) {
             for (int w = h + wBegin; w < h + wEnd; ++w) {
@@ -67,6 +70,7 @@ __device__ __forceinline__ float windowMaxAnyK(const float* v, int t0, int h0, i
             }
         }
     }
+    // END SOLUTION pooling/02_strength_reduced
     return m;
 }
 
@@ -76,6 +80,7 @@ __global__ void MaxPool3DUnrolled(const float* x, float* y, int nc, int T, int H
     if (i >= nc * OT * OH * OW) {
         return;
     }
+    // BEGIN SOLUTION pooling/02_strength_reduced
     int q = i / OW;
     int ow = i - q * OW;
     int r = q / OH;
@@ -85,4 +90,5 @@ __global__ void MaxPool3DUnrolled(const float* x, float* y, int nc, int T, int H
     const float* v = x + c * T * H * W;
     int t0 = ot * s - p, h0 = oh * s - p, w0 = ow * s - p;
     y[i] = K > 0 ? windowMax<K>(v, t0, h0, w0, T, H, W) : windowMaxAnyK(v, t0, h0, w0, T, H, W, k);
+    // END SOLUTION pooling/02_strength_reduced
 }

@@ -56,11 +56,14 @@ __device__ __forceinline__ float windowMax(const float* v, int t0, int h0, int w
 template <bool PADDED>
 __device__ __forceinline__ float windowMaxAnyK(const float* v, int t0, int h0, int w0, int T, int H,
                                                int W, int k) {
+    // BEGIN SOLUTION pooling/02_strength_reduced
     int hw = H * W;
     int tBegin = (PADDED ? max(t0, 0) : t0) * hw, tEnd = (PADDED ? min(t0 + k, T) : t0 + k) * hw;
     int hBegin = (PADDED ? max(h0, 0) : h0) * W, hEnd = (PADDED ? min(h0 + k, H) : h0 + k) * W;
     int wBegin = PADDED ? max(w0, 0) : w0, wEnd = PADDED ? min(w0 + k, W) : w0 + k;
+    // END SOLUTION pooling/02_strength_reduced
     float m = -INFINITY;
+    // BEGIN SOLUTION pooling/02_strength_reduced
     for (int t = tBegin; t < tEnd; t += hw) {
         for (int h = t + hBegin; h < t + hEnd; h += W) {
             for (int w = h + wBegin; w < h + wEnd; ++w) {
@@ -68,6 +71,7 @@ __device__ __forceinline__ float windowMaxAnyK(const float* v, int t0, int h0, i
             }
         }
     }
+    // END SOLUTION pooling/02_strength_reduced
     return m;
 }
 

@@ -1,10 +1,11 @@
 // Beyond the book: warp-shuffle reduction (Kepler and later; __shfl_down_sync since CUDA 9)
 // Changed from 13_reduce6: same grid-stride loop, but the tree inside the block uses registers
 // instead of shared memory. __shfl_down_sync(FULL_MASK, v, offset) hands each lane the value of
-// the lane `offset` above it, so five shuffle-and-add steps (offsets 16, 8, 4, 2, 1) leave a
-// warp's sum in lane 0, with no shared memory and no barrier. Lane 0 of each warp parks its sum
-// in warpSum_s[warp]; after one __syncthreads() warp 0 reduces those BLOCK_DIM/32 values the same
-// way. The _sync variants take the mask of lanes that must take part: all 32, here.
+// the lane `offset` above it, so a few shuffle-and-add steps - a tree over the warp's 32 lanes, as
+// in 02_convergent but in registers - leave a warp's sum in lane 0, with no shared memory and no
+// barrier. Lane 0 of each warp parks its sum in warpSum_s[warp]; after one __syncthreads() warp 0
+// reduces those BLOCK_DIM/32 values the same way. The _sync variants take the mask of lanes that
+// must take part: all 32, here.
 // Not a template: BLOCK_DIM is a macro (a multiple of 32, at most 1024).
 // Expect: one __syncthreads() per block instead of log2(BLOCK_DIM); with the tree already paid
 // once per block (thanks to the grid-stride loop) the gain is small - this kernel is limited by

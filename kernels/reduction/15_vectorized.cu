@@ -21,9 +21,11 @@
 #define FULL_MASK 0xffffffffu
 
 __device__ float warpReduceSum(float sum) {
+    // BEGIN SOLUTION reduction/14_warp_shuffle
     for (unsigned int offset = 16; offset > 0; offset /= 2) {
         sum += __shfl_down_sync(FULL_MASK, sum, offset);
     }
+    // END SOLUTION reduction/14_warp_shuffle
     return sum;
 }
 

@@ -18,9 +18,11 @@
 #define FULL_MASK 0xffffffffu
 
 __device__ float warpReduceMax(float m) {
+    // BEGIN SOLUTION reduction/14_warp_shuffle
     for (unsigned int offset = 16; offset > 0; offset /= 2) {
         m = fmaxf(m, __shfl_down_sync(FULL_MASK, m, offset));
     }
+    // END SOLUTION reduction/14_warp_shuffle
     return m;
 }
 

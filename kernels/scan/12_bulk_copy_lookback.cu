@@ -85,12 +85,14 @@ __device__ void storeStatus(unsigned long long* p, unsigned long long status) {
 
 template <typename T>
 __device__ T warpInclusiveScan(T value, unsigned int lane) {        // Kogge-Stone across the lanes
+    // BEGIN SOLUTION scan/09_vectorized_lookback
     for (unsigned int offset = 1; offset < 32; offset *= 2) {
         T below = __shfl_up_sync(FULL_MASK, value, offset);
         if (lane >= offset) {
             value += below;
         }
     }
+    // END SOLUTION scan/09_vectorized_lookback
     return value;
 }
 

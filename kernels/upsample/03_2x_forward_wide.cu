@@ -64,6 +64,7 @@ __global__ void UpsampleNearest2D2xForwardWide(const T* x, T* y, unsigned int n,
         }
         return;
     }
+    // BEGIN SOLUTION upsample/02_2x_forward
     Pack2<T>* y2 = reinterpret_cast<Pack2<T>*>(y);        // 02's loop
     for (unsigned int i = g; i < n; i += stride) {
         T v = x[i];
@@ -76,4 +77,5 @@ __global__ void UpsampleNearest2D2xForwardWide(const T* x, T* y, unsigned int n,
         y2[top] = pack;
         y2[top + W] = pack;
     }
+    // END SOLUTION upsample/02_2x_forward
 }
