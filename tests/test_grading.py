@@ -231,7 +231,8 @@ def test_a_hostile_submission_gets_a_verdict_and_changes_nothing(tmp_path):
     report = grading.grade("reduction/05", path, seed=1)
     assert not report.passed and not victim.exists()
     assert report.contained.startswith("contained:")
-    assert all("may not touch files" in c.reason for c in report.checks[1:]), str(report)
+    on_the_engine = [c for c in report.checks[1:] if "CPU engine" in c.name or c.name.startswith("exact")]
+    assert on_the_engine and all("may not touch files" in c.reason for c in on_the_engine), str(report)
 
 
 def test_a_kernel_holding_another_exercises_stub_says_which(tmp_path):
