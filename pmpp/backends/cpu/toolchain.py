@@ -6,6 +6,11 @@ Cache layout (``$PMPP_CACHE_DIR/cpu`` or ``~/.cache/pmpp/cpu``): ``libpmpp_cpu_r
 prepared source, options, compiler, runtime and check flag) with ``mod-<key>.deps.json`` (hashes
 of the user headers it included). Files are written to a temporary name and renamed, so several
 processes can share the cache.
+
+Kernel code is compiled under limits (:class:`CompileLimits`): g++ runs in a process group of its
+own with standard input from /dev/null, limits on CPU time, memory and file size, and a
+wall-clock timeout that stops the whole group; ``#include`` of device and system files (/dev,
+/proc, /sys, pipes) is refused before g++ starts.
 """
 
 import functools
@@ -14,8 +19,14 @@ import itertools
 import json
 import os
 import re
+import resource
+import select
 import shutil
+import signal
+import stat
 import subprocess
+import tempfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -57,10 +68,17 @@ _INSTALL_HINT = ("install a C++ compiler (Debian/Ubuntu: apt install g++; conda:
 
 
 def cache_dir():
-    base = os.environ.get("PMPP_CACHE_DIR")
-    path = Path(base) / "cpu" if base else Path.home() / ".cache" / "pmpp" / "cpu"
+    path = _cache_root(os.environ.get("PMPP_CACHE_DIR") or "") / "cpu"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_root(setting):
+    """The cache root for $PMPP_CACHE_DIR == ``setting``, as an absolute path: g++ runs inside the
+    cache, and the worker loads modules from it, so a relative setting is resolved once, against
+    the directory current when it is first used."""
+    return Path(setting).expanduser().resolve() if setting else Path.home() / ".cache" / "pmpp"
 
 
 @functools.lru_cache(maxsize=None)
@@ -132,7 +150,7 @@ def runtime_library():
     if lib:
         cmd += ["-L", lib, f"-Wl,-rpath,{lib}"]
     cmd += ["-lboost_context", "-ldl"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise BackendUnavailableError(
@@ -220,6 +238,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     deps_json = out_dir / f"mod-{key}.deps.json"
     if so.exists() and _deps_current(deps_json):
         return so
+    refuse_special_includes(src, filename, out_dir, _include_dirs(flags))
     cpp = out_dir / f"mod-{key}.cpp"
     tmp_cpp = _tmp_name(cpp)
     tmp_cpp.write_text(prepared)
@@ -233,14 +252,18 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
                    "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
     link_cmd = [cxx, *COMMON_FLAGS, "-Wl,-z,defs", str(tmp_obj), "-o", str(tmp_so), str(runtime),
                 f"-Wl,-rpath,{runtime.parent}"]
-    proc = subprocess.run(compile_cmd, capture_output=True, text=True, cwd=out_dir)
-    if proc.returncode == 0:
-        proc = subprocess.run(link_cmd, capture_output=True, text=True, cwd=out_dir)
-    tmp_obj.unlink(missing_ok=True)
-    if proc.returncode != 0:
+    try:
+        status, log = run_limited(compile_cmd, out_dir, filename)
+        if status == 0:
+            status, log = run_limited(link_cmd, out_dir, filename)
+        if status != 0:
+            raise compile_error(log, filename, names, n_kernel_names, src)
+    except BaseException:
         tmp_so.unlink(missing_ok=True)
         tmp_dep.unlink(missing_ok=True)
-        raise compile_error(proc.stderr or proc.stdout, filename, names, n_kernel_names, src)
+        raise
+    finally:
+        tmp_obj.unlink(missing_ok=True)
     deps = _dependencies(tmp_dep, cpp)
     tmp_dep.unlink(missing_ok=True)
     tmp_json = _tmp_name(deps_json)
@@ -248,6 +271,244 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     os.replace(tmp_json, deps_json)
     os.replace(tmp_so, so)
     return so
+
+
+# ---- compiling under limits --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CompileLimits:
+    """What one g++ run on kernel code may use: ``wall_seconds`` before it is stopped,
+    ``cpu_seconds`` of CPU per process, ``memory`` (bytes of address space per process) and
+    ``file_size`` (bytes of the largest file it may write, its log included)."""
+    wall_seconds: float = 120
+    cpu_seconds: int = 60
+    memory: int = 4 << 30
+    file_size: int = 1 << 30
+
+    @classmethod
+    def from_environment(cls):
+        """The defaults, overridden by $PMPP_COMPILE_TIMEOUT and $PMPP_COMPILE_CPU (seconds),
+        $PMPP_COMPILE_MEMORY_MB and $PMPP_COMPILE_FILE_MB."""
+        return cls(wall_seconds=_setting("PMPP_COMPILE_TIMEOUT", cls.wall_seconds),
+                   cpu_seconds=max(1, round(_setting("PMPP_COMPILE_CPU", cls.cpu_seconds))),
+                   memory=int(_setting("PMPP_COMPILE_MEMORY_MB", cls.memory >> 20)) << 20,
+                   file_size=int(_setting("PMPP_COMPILE_FILE_MB", cls.file_size >> 20)) << 20)
+
+
+def _setting(name, default):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"${name} must be a positive number, not {text!r}: set it to one or unset it")
+    return value
+
+
+_LOG_READ = 4 << 20   # of g++'s output, read back for the message
+
+
+def run_limited(cmd, cwd, filename, limits=None):
+    """(exit status, output) of g++ command ``cmd`` run on kernel code under ``limits`` (default:
+    from the environment), in a process group of its own with standard input from /dev/null.
+    Raises CompileError, naming ``filename``, when it is stopped by the timeout or a limit."""
+    limits = limits or CompileLimits.from_environment()
+    # The output goes to a file, not a pipe, so that RLIMIT_FSIZE bounds it as well.
+    with tempfile.TemporaryFile(dir=cwd) as out:
+        status = _run_group(cmd, cwd, out, limits)
+        out.seek(0)
+        log = out.read(_LOG_READ).decode(errors="replace")
+    stopped = _limit_reached(status, log, limits, filename)
+    if stopped:
+        raise CompileError(stopped, filename=filename, log=log)
+    return status, log
+
+
+def _run_group(cmd, cwd, out, limits):
+    """Exit status of ``cmd``, run as a process group of its own under ``limits`` with its output
+    to file ``out``, or None when it ran out of time. No process of the group outlives the call."""
+    # The child writes its pid (the group's id) to ``alive`` before g++ starts, and every process
+    # of the group inherits the write end: it reads end-of-file once all of them have exited.
+    alive, alive_w = os.pipe()
+    try:
+        return subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                              pass_fds=(alive_w,), start_new_session=True, timeout=limits.wall_seconds,
+                              preexec_fn=functools.partial(_enter_limits, limits, alive_w)).returncode
+    except subprocess.TimeoutExpired:
+        return None   # the driver is killed; its cc1plus and as are not
+    finally:
+        os.close(alive_w)
+        _stop_group(alive)
+
+
+def _enter_limits(limits, alive_w):
+    """In the child, before g++ starts (its cc1plus and as inherit the limits). The CPU limit's
+    soft part sends SIGXCPU, which g++ reports by name; the hard one a second later kills."""
+    os.write(alive_w, os.getpid().to_bytes(8, "little"))
+    for which, soft, hard in ((resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+                              (resource.RLIMIT_AS, limits.memory, limits.memory),
+                              (resource.RLIMIT_FSIZE, limits.file_size, limits.file_size),
+                              (resource.RLIMIT_CORE, 0, 0)):
+        try:
+            outer = resource.getrlimit(which)[1]
+            if outer != resource.RLIM_INFINITY:   # a lower hard limit set from outside stays
+                soft, hard = min(soft, outer), min(hard, outer)
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError):
+            pass   # e.g. RLIMIT_AS on macOS: the other limits still hold
+
+
+def _stop_group(alive, wait_s=5):
+    """Kill what is left of the process group whose pid and liveness ``alive`` carries, and wait
+    (at most ``wait_s``) until every process of it has exited; close ``alive``."""
+    try:
+        group = int.from_bytes(os.read(alive, 8), "little")
+        still_running = not select.select([alive], [], [], 0)[0]   # then the group id is still taken
+        if group and still_running:
+            os.killpg(group, signal.SIGKILL)
+            select.select([alive], [], [], wait_s)
+    except (ProcessLookupError, PermissionError):
+        pass   # the group ended meanwhile
+    finally:
+        os.close(alive)
+
+
+def _size(nbytes):
+    return f"{nbytes / (1 << 30):g} GiB" if nbytes >= 1 << 30 else f"{nbytes >> 20} MiB"
+
+
+# g++'s own lines (never a quote of the student's code, which starts with a line number and "|")
+_OUT_OF_MEMORY = re.compile(r"^(?:[\w+.-]+: )?(?:out of memory allocating|virtual memory exhausted)"
+                            r"|^terminate called after throwing an instance of 'std::bad_alloc'", re.M)
+_TOOL_KILLED = re.compile(r"^[\w+.-]+: (?:fatal error|internal compiler error): .*?"
+                          r"(?P<why>CPU time limit exceeded|File size limit exceeded|Killed)", re.M)
+
+
+def _limit_reached(status, log, limits, filename):
+    """What stopped g++, in words for the student, or None when it ran to its end."""
+    if status == 0:
+        return None
+    killed = _TOOL_KILLED.search(log)
+    why = killed.group("why") if killed else None
+    if status is None:
+        return (f"g++ did not finish compiling {filename} within {limits.wall_seconds:g} s (an #include "
+                f"of a device file such as /dev/zero, or a template or constexpr that never ends?) "
+                f"and was stopped. Look for such code; if the code is right and only slow to compile, "
+                f"raise $PMPP_COMPILE_TIMEOUT (seconds).")
+    if _OUT_OF_MEMORY.search(log):
+        return (f"g++ ran out of memory compiling {filename} (limit {_size(limits.memory)}: an #include of "
+                f"a device file such as /dev/zero, or templates or constexpr values that grow without "
+                f"end?) and was stopped. Look for such code; if the code is right, raise "
+                f"$PMPP_COMPILE_MEMORY_MB.")
+    if why == "CPU time limit exceeded" or status == -signal.SIGXCPU:
+        return (f"g++ used more than {limits.cpu_seconds} s of CPU time compiling {filename} (a template "
+                f"or constexpr that never ends?) and was stopped. Look for such code; if the code is "
+                f"right and only slow to compile, raise $PMPP_COMPILE_CPU (seconds).")
+    if why == "File size limit exceeded" or status == -signal.SIGXFSZ:
+        return (f"g++ would write a file larger than {_size(limits.file_size)} compiling {filename} (a "
+                f"huge initialized array, or an endless stream of error messages?) and was stopped. "
+                f"Make the array smaller or fix the first errors; if the code is right, raise "
+                f"$PMPP_COMPILE_FILE_MB.")
+    if why == "Killed" or status == -signal.SIGKILL:
+        return (f"g++ was killed compiling {filename} (out of CPU time or memory: a template or constexpr "
+                f"that never ends?). Look for such code; the limits are $PMPP_COMPILE_CPU and "
+                f"$PMPP_COMPILE_MEMORY_MB.")
+    return None
+
+
+# ---- #include of device and system files --------------------------------------------------------
+
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*(?:include_next|include|import)\b[ \t]*", re.M)
+_OPERAND = re.compile(r'"(?P<quoted>[^"\n]*)"|<(?P<angled>[^>\n]*)>')
+_SYSTEM_ROOTS = ("/dev", "/proc", "/sys")
+_SCANNED_HEADER_BYTES = 1 << 20   # larger headers are left to the compile limits
+_SCANNED_HEADERS = 100
+
+
+def refuse_special_includes(src, filename, source_dir, include_dirs):
+    """Raise CompileError for an ``#include`` in ``src`` (or in a user header it includes) of a
+    device or system file (/dev, /proc, /sys, a pipe): g++ would read /dev/zero until memory runs
+    out and /dev/stdin from the grader. ``source_dir``: where g++ looks up ``#include "x"`` of
+    ``src`` first; ``include_dirs``: the -I directories. Includes that macros build are not seen
+    here; the compile limits stop those."""
+    searched = [*map(str, include_dirs), str(INCLUDE_DIR), *_system_include_dirs()]
+    pending, seen = [(src, filename, str(source_dir))], set()
+    while pending:
+        text, name, own_dir = pending.pop()
+        for pos, operand, quoted in _include_operands(text):
+            dirs = [own_dir, *searched] if quoted else searched
+            special = _special_file(operand, dirs)
+            if special:
+                _refuse(text, pos, name, operand, quoted, special)
+            header = _user_header(operand, dirs)
+            if header and header not in seen and len(seen) < _SCANNED_HEADERS:
+                seen.add(header)
+                pending.append((Path(header).read_text(errors="replace"), header, os.path.dirname(header)))
+
+
+def _include_operands(text):
+    """(offset, file named, quoted?) of each ``#include "file"`` / ``<file>`` of ``text``'s code."""
+    for directive in _INCLUDE.finditer(_source.mask_code(text)):   # comments blanked
+        m = _OPERAND.match(text, directive.end())
+        if m:
+            quoted = m.group("quoted") is not None
+            yield directive.start(), m.group("quoted") if quoted else m.group("angled"), quoted
+
+
+def _special_file(operand, dirs):
+    """The device or system file that ``#include operand`` reads through one of ``dirs``, or None."""
+    for directory in dirs:
+        path = os.path.join(directory, operand)   # an absolute operand stands alone
+        for candidate in (os.path.normpath(path), os.path.realpath(path)):
+            if any(candidate == root or candidate.startswith(root + "/") for root in _SYSTEM_ROOTS):
+                return candidate
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            return os.path.realpath(path)
+    return None
+
+
+def _refuse(text, pos, name, operand, quoted, special):
+    file, line = _source.locate(text, pos, name)
+    shown = f'"{operand}"' if quoted else f"<{operand}>"
+    message = (f"{file}:{line}: #include {shown} refused: {special} is a device or system file, not a "
+               f"header (g++ would read it without end, or read this machine's input or state into the "
+               f"build). Include only header files.")
+    raise CompileError(message, filename=file, line=line, log=f"{file}:{line}: error: {message}")
+
+
+def _user_header(operand, dirs):
+    """The first regular file ``operand`` names in ``dirs``, when it is the student's (not one of
+    the engine's or the system's headers) and small enough to scan."""
+    for directory in dirs:
+        path = os.path.realpath(os.path.join(directory, operand))
+        if os.path.isfile(path):
+            if _is_internal(path) or path.startswith(tuple(_system_include_dirs())):
+                return None
+            return path if os.path.getsize(path) <= _SCANNED_HEADER_BYTES else None
+    return None
+
+
+def _include_dirs(flags):
+    return [flag[2:] for flag in flags if flag.startswith("-I")]
+
+
+@functools.lru_cache(maxsize=None)
+def _system_include_dirs():
+    """The directories g++ searches for ``#include <...>`` (from ``g++ -E -v``)."""
+    try:
+        log = subprocess.run([compiler()[0], "-x", "c++", "-E", "-v", "-"], input="", capture_output=True,
+                             text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    listed = log.partition("#include <...> search starts here:")[2].partition("End of search list.")[0]
+    return tuple(os.path.realpath(line.strip()) for line in listed.splitlines() if line.strip())
 
 
 _DIAGNOSTIC = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
