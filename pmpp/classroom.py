@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import os
 import secrets
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,7 +76,7 @@ def _student_folder(folder: Path, kernel_name: str) -> Submission:
     what = (f"{len(candidates)} files named {kernel_name}" if named else
             f"no {kernel_name}" + (f" and {len(candidates)} other {suffix} files" if candidates else
                                    f" and no {suffix} file"))
-    return Submission(folder.name, None, f"{what} in {folder}")
+    return Submission(folder.name, None, f"no submission: {what} in {folder}")
 
 
 def grade_class(exercise: str, submissions, *, seed=None, timeout=None, jobs=None,
@@ -90,16 +90,18 @@ def grade_class(exercise: str, submissions, *, seed=None, timeout=None, jobs=Non
     reports = [None] * len(submissions)
     with ProcessPoolExecutor(max_workers=jobs, initializer=_share_cores, initargs=(jobs,)) as pool:
         futures = {pool.submit(_grade_one, exercise, s, options): i for i, s in enumerate(submissions)}
-        for future in _as_completed(futures):
-            reports[futures[future]] = report = future.result()
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                report = future.result()
+            except Exception as exc:         # the grading process died (out of memory, killed)
+                failed = Submission(submissions[index].student, None,
+                                    f"the grader failed on this submission ({type(exc).__name__}: {exc})")
+                report = _grade_one(exercise, failed, options)
+            reports[index] = report
             if on_report:
                 on_report(report)
     return reports
-
-
-def _as_completed(futures):
-    from concurrent.futures import as_completed
-    return as_completed(futures)
 
 
 def _share_cores(jobs: int) -> None:
@@ -110,7 +112,7 @@ def _share_cores(jobs: int) -> None:
 def _grade_one(exercise: str, submission: Submission, options: dict):
     from .grading import grade
     from .notebook_grading import grade_notebook, is_notebook_exercise
-    missing = None if submission.path else f"no submission: {submission.problem}"
+    missing = None if submission.path else submission.problem
     if is_notebook_exercise(exercise):
         return grade_notebook(exercise, submission.path or ".", student=submission.student,
                               missing=missing)
