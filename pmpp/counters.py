@@ -15,6 +15,7 @@ Compute on a real GPU, is in :data:`METRICS` and in ``pmpp/backends/cpu/README.m
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -188,7 +189,7 @@ class Counters(Mapping):
     kernels: list = field(default_factory=list)     # [(name, grid, block, shared_mem)]
     accesses: list = field(default_factory=list)    # [Access]
     summary: dict = field(default_factory=dict)
-    samples: list = field(default_factory=list)     # [Sample], of the first launch
+    samples: Sequence = field(default_factory=list)  # [Sample], of the first launch
     source: dict = field(default_factory=dict)      # file -> its text (for listings)
     gpu: str = DEFAULT_GPU
 
@@ -478,26 +479,98 @@ def annotate(counters: Counters, file: str | None = None, *, lines: tuple | None
 def from_engine(raw: Mapping[str, Any], library, *, kernel: tuple, source: Mapping[str, str],
                 gpu: str = DEFAULT_GPU) -> Counters:
     """A :class:`Counters` from a count build's ``last_counts`` (see ``worker.py``): code addresses
-    become source lines (counts of one line and kind are added up)."""
-    from .backends.cpu.toolchain import source_locations
-    offsets = [r["pc"] for r in raw["rows"]] + [s["pc"] for s in raw["samples"]]
-    where = source_locations(library, offsets)
+    become source lines (counts of one line and kind are added up). The samples may come as a list
+    of dicts or as the engine's array of ``pmpp_count_sample`` in bytes."""
+    samples = raw["samples"]
+    packed = isinstance(samples, bytes)
+    sample_pcs = _sample_array(samples)["pc"].tolist() if packed else [s["pc"] for s in samples]
+    where = _source_lines(library, [r["pc"] for r in raw["rows"]] + sample_pcs)
     accesses: dict[tuple, Access] = {}
     for r in raw["rows"]:
-        file, line = where.get(r["pc"], ("?", 0))
+        file, line = where.get(r["pc"]) or ("?", 0)
         a = Access(file, line, SPACES[r["space"]], OPS[r["op"]], r["width"], r["executed"], r["threads"],
                    r["partial"], r["diverged_warps"], r["sectors"], r["wavefronts"], r["ideal_wavefronts"],
                    r["addresses"], r["max_same_address"], r["pc"])
         accesses[a.key] = accesses[a.key] + a if a.key in accesses else a
-    samples = []
-    for s in raw["samples"]:
-        file, line = where.get(s["pc"], ("?", 0))
-        offsets = tuple(s["offset"][lane] if s["mask"] >> lane & 1 else None for lane in range(32))
-        samples.append(Sample(file, line, SPACES[s["space"]], OPS[s["op"]], s["k"], s["mask"], s["width"],
-                              s["array"], s["array_offset"], offsets, s["pc"]))
-    samples.sort(key=lambda s: (s.file, s.line, s.space, s.op, s.site, s.k))
     summary = {k: v for k, v in raw["summary"].items() if k not in ("nrows", "nsamples")}
-    return Counters([kernel], list(accesses.values()), summary, samples, dict(source), gpu)
+    return Counters([kernel], list(accesses.values()), summary, _Samples(samples, len(sample_pcs), where),
+                    dict(source), gpu)
+
+
+class _Samples(Sequence):
+    """:attr:`Counters.samples` of a counted launch, made into :class:`Sample` objects (in file,
+    line and execution order) when first looked at: most counted runs never look at them, and
+    making them all would cost more than a small launch."""
+
+    def __init__(self, raw: list | bytes, count: int, where: Mapping[int, tuple | None]):
+        self._raw, self._count, self._where, self._made = raw, count, where, None
+
+    def _list(self) -> list[Sample]:
+        if self._made is None:
+            records = _sample_dicts(self._raw) if isinstance(self._raw, bytes) else self._raw
+            made = [_sample(s, self._where) for s in records]
+            made.sort(key=lambda s: (s.file, s.line, s.space, s.op, s.site, s.k))
+            self._made, self._raw, self._where = made, None, None
+        return self._made
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        return self._list()[index]
+
+    def __iter__(self):
+        return iter(self._list())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return repr(self._list())
+
+
+def _sample_array(data: bytes):
+    import numpy as np
+    from .backends.cpu.worker import CountSample
+    return np.frombuffer(data, np.dtype(CountSample))
+
+
+def _sample_dicts(data: bytes) -> list[dict]:
+    """The engine's ``pmpp_count_sample`` records as the dicts ``worker.py`` makes of them."""
+    a = _sample_array(data)
+    columns = {name: a[name].tolist() for name in a.dtype.names if name != "array"}
+    names = a["array"].view(f"S{a.dtype['array'].itemsize}").ravel().tolist()
+    columns["array"] = [name.split(b"\0")[0].decode(errors="replace") for name in names]
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+def _sample(s: Mapping[str, Any], where: Mapping[int, tuple]) -> Sample:
+    file, line = where.get(s["pc"]) or ("?", 0)
+    mask, offset = s["mask"], s["offset"]
+    offsets = tuple(offset) if mask == 0xFFFFFFFF else \
+        tuple(o if mask >> lane & 1 else None for lane, o in enumerate(offset))
+    return Sample(file, line, SPACES[s["space"]], OPS[s["op"]], s["k"], mask, s["width"], s["array"],
+                  s["array_offset"], offsets, s["pc"])
+
+
+# library -> {code offset: (file, line), or None where it has none}: a count build's code does not
+# change, and looking lines up (addr2line) would otherwise cost more than a small launch.
+_lines_of: dict[tuple, dict[int, tuple | None]] = {}
+
+
+def _source_lines(library, offsets: Iterable[int]) -> dict[int, tuple | None]:
+    from .backends.cpu.toolchain import source_locations
+    try:
+        st = os.stat(library)
+        key = (str(library), st.st_ino, st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = (str(library),)
+    known = _lines_of.setdefault(key, {})
+    missing = {int(o) for o in offsets} - known.keys()
+    if missing:
+        found = source_locations(library, missing)
+        known.update({o: found.get(o) for o in missing})
+    return known
 
 
 def counters(kernel, grid, block, args, shared_mem=0, *, gpu: str = DEFAULT_GPU,

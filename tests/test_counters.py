@@ -5,7 +5,8 @@ import pytest
 import pmpp
 from pmpp import ncu
 
-from counter_cases import BLOCK, CASES, GRID, KERNEL_FILE, N, WARPS
+from counter_cases import (ATOM_REQ, BLOCK, CASES, GRID, KERNEL_FILE, LD_REQ, LD_SECT, N, ST_REQ, ST_SECT,
+                           WARPS)
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +138,122 @@ def test_a_warp_outside_the_grid_records_nothing_and_says_what_to_do(module):
     later = pmpp.counters(module.get_function("StridedLoad"), (GRID,), (BLOCK,), ncu.case_arguments(case, np, 0),
                           sample_warp=(1, 2))
     assert later.sample(space="global", op="ld").offsets[0] == 4 * (BLOCK + 64)
+
+
+# ---- warps whose lanes go apart: lanes that branch off together, and lanes that each go their own way
+
+APART_SOURCE = r'''
+extern "C" __global__ void LaneLoops(const float* in, float* out) {
+    unsigned lane = threadIdx.x % 32;
+    float sum = 0.0f;
+    for (unsigned k = 0; k < lane; ++k) sum += in[k * 32 + lane];  // lane L loads L times
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+extern "C" __global__ void EdgeTile(const float* in, float* out, int width) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = 0.0f;
+    if (col < width) v = in[col];  // lanes past the edge skip the load
+    out[col] = v + 1.0f;
+}
+
+extern "C" __global__ void Bins(const unsigned* in, unsigned* bins) {
+    unsigned v = in[blockIdx.x * blockDim.x + threadIdx.x];
+    if (v % 3 != 0) atomicAdd(&bins[v % 8], 1u);  // which lanes add depends on the data
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def apart():
+    return pmpp.load(source=APART_SOURCE, filename="apart.cu", backend="cpu")
+
+
+def sectors(addresses):
+    return len({a // 32 for a in addresses})
+
+
+def test_lanes_that_each_loop_their_own_count_are_put_back_together(apart):
+    """Lane L of a warp loads L times: 31 loads per warp, the k-th by lanes k+1..31 (every lane's
+    events differ from every other's, more paths than a warp keeps together)."""
+    blocks, block = 2, 64
+    warps = blocks * block // 32
+    found = pmpp.counters(apart.get_function("LaneLoops"), (blocks,), (block,),
+                          (np.ones(32 * 32, np.float32), np.zeros(blocks * block, np.float32)))
+    loads = [[4 * (k * 32 + lane) for lane in range(k + 1, 32)] for k in range(31)]
+    assert found[LD_REQ] == warps * 31
+    assert found[LD_SECT] == warps * sum(sectors(load) for load in loads)
+    assert found.line("sum += in[k * 32 + lane]")["active_lanes"] == sum(len(load) for load in loads) / 31
+    assert found[ST_REQ] == warps and found[ST_SECT] == 4 * warps
+
+
+def test_lanes_past_an_edge_skip_the_load_then_go_on_together(apart):
+    """4 warps, width 80: warps 0 and 1 load with all lanes, warp 2 with 16, warp 3 not at all;
+    every warp stores with all its lanes."""
+    found = pmpp.counters(apart.get_function("EdgeTile"), (1,), (128,),
+                          (np.ones(128, np.float32), np.zeros(128, np.float32), np.int32(80)))
+    assert found[LD_REQ] == 3 and found[LD_SECT] == 4 + 4 + 2
+    assert found[ST_REQ] == 4 and found[ST_SECT] == 4 * 4
+    load = found.line("v = in[col]")
+    assert load["active_lanes"] == (32 + 32 + 16) / 3 and load["diverged_warps"] == 1
+
+
+def test_lanes_that_go_apart_on_their_data_count_their_atomics(apart):
+    values = np.random.default_rng(7).integers(0, 1000, 8 * 64).astype(np.uint32)
+    found = pmpp.counters(apart.get_function("Bins"), (8,), (64,), (values, np.zeros(8, np.uint32)))
+    adding = [w[w % 3 != 0] for w in values.reshape(-1, 32)]
+    assert found["engine__atomics.sum"] == sum(len(w) for w in adding)
+    assert found[ATOM_REQ] == sum(len(w) > 0 for w in adding)
+    assert found["engine__atomic_max_updates_per_address"] == np.bincount(values[values % 3 != 0] % 8).max()
+
+
+def counted_with_threads(monkeypatch, kernel, grid, block, args, threads):
+    """Counters of a launch in a worker of its own that runs blocks on ``threads`` OS threads."""
+    from pmpp.backends.cpu import client
+    monkeypatch.setenv("PMPP_CPU_THREADS", str(threads))
+    with client.dedicated(client.WorkerClient()):
+        found = pmpp.counters(kernel, grid, block, args)
+    return dict(found), found.lines
+
+
+@pytest.mark.parametrize("name, grid, block, args", [
+    ("LaneLoops", (8,), (64,), (np.ones(32 * 32, np.float32), np.zeros(512, np.float32))),
+    ("EdgeTile", (6,), (96,), (np.ones(576, np.float32), np.zeros(576, np.float32), np.int32(500))),
+    ("Bins", (16,), (64,), (np.arange(1024, dtype=np.uint32) * 7, np.zeros(8, np.uint32))),
+])
+def test_counts_do_not_depend_on_how_many_os_threads_run_the_blocks(apart, monkeypatch, name, grid, block, args):
+    kernel = apart.get_function(name)
+    one = counted_with_threads(monkeypatch, kernel, grid, block, [a.copy() for a in args], 1)
+    three = counted_with_threads(monkeypatch, kernel, grid, block, [a.copy() for a in args], 3)
+    assert one == three
+
+
+def test_samples_are_made_when_first_looked_at_and_then_kept(module):
+    found = count_case(module, next(c for c in CASES if c["name"] == "half_warp_loop"))
+    recorded = len(found.samples)
+    assert recorded > 0 and found.samples._made is None
+    listed = list(found.samples)
+    assert len(listed) == recorded and found.samples == listed
+    assert [s.k for s in listed if s.line == listed[0].line and s.site == listed[0].site] == \
+        sorted(s.k for s in listed if s.line == listed[0].line and s.site == listed[0].site)
+
+
+def test_samples_come_as_the_engines_records_and_read_back_lane_by_lane(module):
+    """The worker sends the sampled warp's records as the engine's bytes; read back, a stride-2
+    shared load has its lanes 8 bytes apart."""
+    case = next(c for c in CASES if c["name"] == "shared_stride_2")
+    twin = pmpp.counters.counting_module(module)
+    twin.get_function(case["kernel"])((GRID,), (BLOCK,), ncu.case_arguments(case, np, 0))
+    assert isinstance(twin._impl.last_counts["samples"], bytes)
+    sample = count_case(module, case).sample(space="shared", op="ld")
+    lanes = [o for o in sample.offsets if o is not None]
+    assert len(lanes) == 32 and all(b - a == 8 for a, b in zip(lanes, lanes[1:]))
+
+
+def test_the_cost_summary_gives_median_worst_and_total():
+    from pmpp.count_cost import summary
+    rows = [{"chapter": "c", "variant": v, "plain_s": p, "counted_s": c, "ratio": c / p}
+            for v, p, c in (("a", 1.0, 2.0), ("b", 2.0, 10.0), ("d", 1.0, 3.0))]
+    found = summary(rows)
+    assert found["median_ratio"] == 3.0 and found["worst_ratio"] == 5.0 and found["worst_variant"] == "c/b"
+    assert found["total_ratio"] == 15.0 / 4.0 and found["within_goal"] == 2

@@ -92,7 +92,12 @@ struct Fiber {
     uint64_t wres;
     int32_t stack;  // index of the stack it runs on; -1: not started yet
     char *stack_lo, *stack_hi;
-    struct EvLog *log;  // count builds: this lane's events since the last barrier
+    // Count builds (see "counters"): this lane's events since the last barrier are the first pos
+    // of a trace of its warp's, or, once it went apart (apart), all in a log of its own.
+    struct WarpTrace *trace;  // null: not counting
+    struct EvLog *log;
+    uint32_t pos;
+    bool apart;
 };
 
 struct Stack {
@@ -189,6 +194,11 @@ struct Worker {
     Shadow *shadow = nullptr;
     uint32_t epoch = 1;
     Count *cnt = nullptr;  // count builds
+    struct KnownRegion {  // count builds: arrays accesses were found in lately (count_memory_access)
+        uintptr_t base, size;
+        int space;
+    } known_regions[4] = {};
+    uint32_t next_known = 0;
 };
 
 Worker *g_workers[kMaxSlots];
@@ -415,8 +425,9 @@ void warp_lane_exit(Worker *w, Fiber *f) {
 // -fsanitize-coverage=trace-pc calls __sanitizer_cov_trace_pc() at the start of every basic block.
 //
 // The lanes of a warp run one after another, so each lane's events (the basic blocks it entered,
-// the accesses it made) are logged, and once all lanes of the warp have exited or wait at a
-// barrier, the warp's execution is put back together (count_flush) as a GPU runs it: with a
+// the accesses it made) are logged (once for lanes that make the same ones, see WarpTrace), and
+// once all lanes of the warp have exited or wait at a barrier, the warp's execution is put back
+// together (count_flush) as a GPU runs it (lanes that made the same events as one, see Unit): with a
 // reconvergence stack, lanes that branch apart run one path after the other and meet again at the
 // branch's immediate post-dominator (the first block every path from the branch must reach), which
 // is what the compiler arranges on a GPU. The control-flow graph is the one the lanes of the block
@@ -432,30 +443,44 @@ void warp_lane_exit(Worker *w, Fiber *f) {
 //     (global) or the block (shared) the updates of each address;
 //   basic blocks: the lanes that execute them (control divergence).
 
-struct Ev {           // one event of one lane
-    uint64_t key;     // bytes << 52 | pc << 4 | space << 2 | op (bytes: 0 for a basic block)
-    uintptr_t addr;   // accesses: the address
-};
+// An event of a lane is a key, bytes << 52 | pc << 4 | space << 2 | op (bytes: 0 for a basic block),
+// and for an access its address.
 
-// A lane's events since the last barrier: a plain growing array (appending is on the path of every
-// access, so it is kept to a compare and a store).
+inline bool is_block(uint64_t key) { return (key & 3) == PMPP_OP_BLOCK; }
+
+// A lane's own events since the last barrier, once it went apart from its warp's trace: the keys,
+// and the addresses of the accesses among them, in plain growing arrays (appending is on the path
+// of every event, so it is kept to a compare and a store or two).
 struct EvLog {
-    Ev *data = nullptr;
-    size_t n = 0, cap = 0;
+    uint64_t *key = nullptr, *addr = nullptr;
+    size_t n = 0, cap = 0, naddr = 0, addr_cap = 0;
+    ~EvLog() {
+        free(key);
+        free(addr);
+    }
     bool empty() const { return n == 0; }
     size_t size() const { return n; }
-    void clear() { n = 0; }
-    const Ev &operator[](size_t i) const { return data[i]; }
-    const Ev *begin() const { return data; }
-    const Ev *end() const { return data + n; }
-    void push(const Ev &e) {
-        if (n == cap) grow();
-        data[n++] = e;
+    void clear() { n = naddr = 0; }
+    void push(uint64_t k, uint64_t a) {
+        const size_t i = n;
+        if (i == cap) grow();
+        key[i] = k;
+        n = i + 1;
+        if (is_block(k)) return;
+        const size_t j = naddr;
+        if (j == addr_cap) grow_addr();
+        addr[j] = a;
+        naddr = j + 1;
     }
     void grow() {
         cap = cap ? 2 * cap : 256;
-        data = static_cast<Ev *>(realloc(data, cap * sizeof(Ev)));
-        if (!data) abort();
+        key = static_cast<uint64_t *>(realloc(key, cap * sizeof(uint64_t)));
+        if (!key) abort();
+    }
+    void grow_addr() {
+        addr_cap = addr_cap ? 2 * addr_cap : 64;
+        addr = static_cast<uint64_t *>(realloc(addr, addr_cap * sizeof(uint64_t)));
+        if (!addr) abort();
     }
 };
 
@@ -464,9 +489,100 @@ constexpr uint64_t kStopKey = ~uint64_t(0);               // "the lane stops her
 inline uint64_t site_of(uint64_t key) { return key & kSiteMask; }
 inline uint32_t bytes_of(uint64_t key) { return uint32_t(key >> 52); }
 
+// Set bits of a lane mask, without the library call __builtin_popcount is where the compiler may
+// not assume a popcnt instruction.
+inline uint32_t lanes_in(uint32_t m) {
+    m = m - ((m >> 1) & 0x55555555u);
+    m = (m & 0x33333333u) + ((m >> 2) & 0x33333333u);
+    return (((m + (m >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+}
+
+// The events that lanes of a warp made in step since the last barrier, kept once for all of them.
+// Lanes run one after another; the first to make its i-th event writes the event's key, and the
+// others only compare theirs with it (the usual case: lanes alike) and, for an access, write their
+// address into the event's column, so that the addresses of one warp instruction lie together
+// (addr[col * 32 + lane]). Logging lanes alike thus costs a compare per lane and event instead of
+// a log entry written and read back, and their replay is done once for all of them.
+// A lane whose event differs from its trace branches off: it joins the trace that other lanes
+// started when they branched off there with the same event, or starts one (its first events are
+// the trace's up to there), so that lanes that go apart at a bounds check or a loop's end still
+// share one; once a warp has kMostTraces traces, a lane that branches off logs on its own (EvLog).
+struct WarpTrace {
+    uint64_t *key = nullptr;   // the events' keys, in order
+    uint32_t *col = nullptr;   // accesses: the event's column of addr
+    uint64_t *addr = nullptr;  // 32 per column
+    uint32_t n = 0, cap = 0, ncols = 0, colcap = 0;
+    const WarpTrace *parent = nullptr;  // a branch: the trace it branched off, after event at - 1
+    uint32_t at = 0;
+
+    ~WarpTrace() {
+        free(key);
+        free(col);
+        free(addr);
+    }
+    uint64_t address(uint32_t i, uint32_t lane) const {
+        return is_block(key[i]) ? 0 : addr[size_t(col[i]) * 32 + lane];
+    }
+    void append(uint64_t k) {
+        if (n == cap) grow();
+        key[n] = k;
+        if (!is_block(k)) {
+            if (ncols == colcap) grow_columns();
+            col[n] = ncols++;
+        }
+        n++;
+    }
+    void grow() {
+        cap = cap ? 2 * cap : 1024;
+        key = static_cast<uint64_t *>(realloc(key, cap * sizeof(uint64_t)));
+        col = static_cast<uint32_t *>(realloc(col, cap * sizeof(uint32_t)));
+        if (!key || !col) abort();
+    }
+    void grow_columns() {
+        colcap = colcap ? 2 * colcap : 256;
+        addr = static_cast<uint64_t *>(realloc(addr, size_t(colcap) * 32 * sizeof(uint64_t)));
+        if (!addr) abort();
+    }
+    // Start as a branch of ``from`` after its first ``i`` events.
+    void branch(const WarpTrace &from, uint32_t i) {
+        clear();
+        parent = &from, at = i;
+        for (uint32_t j = 0; j < i; ++j) append(from.key[j]);
+    }
+    void clear() {
+        n = ncols = at = 0;
+        parent = nullptr;
+    }
+};
+
+// Traces per warp, at most: a warp whose lanes go apart where their data differ (a histogram's
+// bins) would otherwise start ever more of them, each a copy of what came before.
+constexpr size_t kMostTraces = 8;
+
+// Lanes of a warp whose events since the last barrier are the same (the same trace, as far, or one
+// lane's own log), replayed as one.
+struct Unit {
+    uint32_t lanes = 0;
+    const WarpTrace *trace = nullptr;
+    const EvLog *own = nullptr;  // a lane that logged on its own
+    const uint64_t *keys = nullptr;
+    size_t n = 0;
+    size_t size() const { return n; }
+    uint64_t key(size_t i) const { return keys[i]; }
+    // The addresses of the lanes' access i, their j-th, into addr[lane].
+    void addresses(size_t i, size_t j, uint64_t *addr) const {
+        if (own) {
+            addr[__builtin_ctz(lanes)] = own->addr[j];
+            return;
+        }
+        const uint64_t *column = &trace->addr[size_t(trace->col[i]) * 32];
+        for (uint32_t m = lanes; m; m &= m - 1) addr[__builtin_ctz(m)] = column[__builtin_ctz(m)];
+    }
+};
+
 struct CInst {        // one warp-level execution of a memory access
     uint32_t mask;
-    uint64_t addr[32];
+    const uint64_t *addr;  // per lane (32)
 };
 
 struct Row {          // the totals of one code address
@@ -503,15 +619,60 @@ struct SmallMap {
     }
 };
 
+inline uint64_t mix(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
+
+// Atomic updates per address: an open-addressing hash map, emptied in time proportional to what it
+// held (one lookup per lane's atomic, where sorting a log of them cost more than the rest).
+struct AddressCounts {
+    std::vector<std::pair<uint64_t, uint64_t>> slot = std::vector<std::pair<uint64_t, uint64_t>>(64);
+    std::vector<uint32_t> used;  // the occupied slots: (address + 1, updates); 0: empty
+    void add(uint64_t a, uint64_t updates) {
+        if (2 * (used.size() + 1) > slot.size()) grow();
+        size_t h = mix(a) & (slot.size() - 1);
+        while (slot[h].first && slot[h].first != a + 1) h = (h + 1) & (slot.size() - 1);
+        if (!slot[h].first) slot[h].first = a + 1, used.push_back(uint32_t(h));
+        slot[h].second += updates;
+    }
+    void grow() {
+        std::vector<std::pair<uint64_t, uint64_t>> old(2 * slot.size());
+        old.swap(slot);
+        std::vector<uint32_t> held;
+        held.swap(used);
+        for (uint32_t h : held) add(old[h].first - 1, old[h].second);
+    }
+    void clear() {
+        for (uint32_t h : used) slot[h] = {0, 0};
+        used.clear();
+    }
+    template <class F> void each(F f) const {
+        for (uint32_t h : used) f(slot[h].first - 1, slot[h].second);
+    }
+};
+
+// The totals of each code address (see event keys), found by key.
+struct RowTable {
+    std::deque<std::pair<uint64_t, Row>> list;  // references stay valid
+    std::vector<uint64_t> index;                // open addressing over list: key -> position + 1
+    Row &at(uint64_t key);
+    void clear() {
+        list.clear();
+        index.clear();
+    }
+};
+
 struct Count {
-    EvLog ev[32][32];            // [warp][lane]: this barrier interval's events
-    std::deque<std::pair<uint64_t, Row>> rows;  // by key; references stay valid
-    std::vector<uint64_t> row_index;            // open addressing over rows: key -> index + 1
+    WarpTrace trace[32];         // per warp: the trace its lanes start in after a barrier
+    std::vector<WarpTrace *> branches[32];     // per warp: the traces lanes branched off into
+    std::vector<std::unique_ptr<WarpTrace>> branch_store;
+    std::vector<WarpTrace *> free_branches;    // those not in use, the most recently used last
+    std::vector<std::unique_ptr<EvLog>> logs;  // for lanes that log on their own
+    std::vector<EvLog *> free_logs;
+    RowTable rows;
     std::pair<uint64_t, Row *> row_cache[256] = {};  // the rows used last, by key
     std::vector<pmpp_count_sample> samples;
     std::vector<std::pair<uint64_t, uint32_t>> sample_k;  // sampled warp: executions per key
-    std::vector<std::pair<uintptr_t, uint64_t>> atom_global;  // address, updates (a log)
-    std::vector<uintptr_t> atom_shared;                       // this block's shared atomic addresses
+    AddressCounts atom_global;                   // updates per global address
+    AddressCounts atom_shared;                   // updates per shared address, in this block
     std::vector<uint64_t> scratch;
     SmallMap small[2];
     pmpp_count_summary sum{};
@@ -524,6 +685,13 @@ struct Count {
     size_t nedges = 0;
     bool cfg_changed = false;
     std::vector<int> ipdom;                         // node -> immediate post-dominator
+    std::pair<uint64_t, uint64_t> known_edges[512] = {};  // a cache of edges added: (from, to) keys
+    bool cfg_used = false;                          // this block's lanes went apart: the graph is not empty
+    struct Entry {                                  // replay_apart's reconvergence stack
+        uint64_t node, rejoin;  // block keys
+        uint32_t mask;          // a set of units
+    };
+    std::vector<Entry> stack;
     uint64_t resume[32] = {};                       // per warp: the barrier it resumed from (0: start)
 };
 
@@ -531,43 +699,97 @@ struct Count {
 // and the kernel's start, is a node of its own, see resume_node).
 constexpr int kStop = 1;
 
-inline uint64_t mix(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
-
-Row &count_row(Count &C, uint64_t key) {
-    if (C.row_index.size() < 2 * (C.rows.size() + 1)) {  // keep it at most half full
-        std::vector<uint64_t> grown(std::max<size_t>(64, 2 * C.row_index.size()), 0);
-        for (size_t i = 0; i < C.rows.size(); ++i) {
-            size_t h = mix(C.rows[i].first) & (grown.size() - 1);
+Row &RowTable::at(uint64_t key) {
+    if (index.size() < 2 * (list.size() + 1)) {  // keep it at most half full
+        std::vector<uint64_t> grown(std::max<size_t>(64, 2 * index.size()), 0);
+        for (size_t i = 0; i < list.size(); ++i) {
+            size_t h = mix(list[i].first) & (grown.size() - 1);
             while (grown[h]) h = (h + 1) & (grown.size() - 1);
             grown[h] = i + 1;
         }
-        C.row_index.swap(grown);
+        index.swap(grown);
     }
-    size_t h = mix(key) & (C.row_index.size() - 1);
-    while (C.row_index[h]) {
-        if (C.rows[C.row_index[h] - 1].first == key) return C.rows[C.row_index[h] - 1].second;
-        h = (h + 1) & (C.row_index.size() - 1);
+    size_t h = mix(key) & (index.size() - 1);
+    while (index[h]) {
+        if (list[index[h] - 1].first == key) return list[index[h] - 1].second;
+        h = (h + 1) & (index.size() - 1);
     }
     Row row{};
     row.r.pc = key >> 4;
     row.r.space = int32_t((key >> 2) & 3);
     row.r.op = int32_t(key & 3);
-    C.rows.emplace_back(key, row);
-    C.row_index[h] = C.rows.size();
-    return C.rows.back().second;
+    list.emplace_back(key, row);
+    index[h] = list.size();
+    return list.back().second;
 }
 
 inline uint64_t event_key(uintptr_t pc, int space, int op) {
     return (uint64_t(pc) << 4 | uint64_t(space) << 2 | uint64_t(op)) & kSiteMask;
 }
 
-inline void count_block(Fiber *f, uintptr_t pc) {
-    f->log->push({event_key(pc, PMPP_SPACE_CODE, PMPP_OP_BLOCK), 0});
+template <class T> T *take(std::vector<T *> &pool, std::vector<std::unique_ptr<T>> &store) {
+    if (pool.empty()) {
+        store.push_back(std::make_unique<T>());
+        pool.push_back(store.back().get());
+    }
+    T *x = pool.back();
+    pool.pop_back();
+    return x;
 }
 
-inline void count_access(Fiber *f, int space, int op, uintptr_t a, size_t size, uintptr_t pc) {
+// The trace the lane's event at i (key) continues in, having branched off ``t`` there: the one other
+// lanes started there with the same event, or a new one; null once the warp has kMostTraces.
+WarpTrace *branch_for(Count &C, const Fiber *f, const WarpTrace &t, uint32_t i, uint64_t key) {
+    std::vector<WarpTrace *> &mine = C.branches[f->warp];
+    for (WarpTrace *b : mine)
+        if (b->parent == &t && b->at == i && b->key[i] == key) return b;
+    if (mine.size() + 1 >= kMostTraces) return nullptr;
+    WarpTrace *b = take(C.free_branches, C.branch_store);
+    b->branch(t, i);
+    b->append(key);
+    mine.push_back(b);
+    return b;
+}
+
+// The lane's event (key, a) differs from its trace's: it goes on in a branch (see WarpTrace),
+// taking its addresses so far along, or else on its own.
+__attribute__((noinline)) void branch_off(Fiber *f, uint64_t key, uintptr_t a) {
+    Count &C = *f->w->cnt;
+    const WarpTrace &t = *f->trace;
+    const uint32_t i = f->pos, lane = f->lane;
+    if (WarpTrace *b = branch_for(C, f, t, i, key)) {
+        for (uint32_t j = 0; j < i; ++j)
+            if (!is_block(t.key[j])) b->addr[size_t(b->col[j]) * 32 + lane] = t.address(j, lane);
+        if (!is_block(key)) b->addr[size_t(b->col[i]) * 32 + lane] = a;
+        f->trace = b;
+        f->pos = i + 1;
+        return;
+    }
+    f->log = take(C.free_logs, C.logs);
+    for (uint32_t j = 0; j < i; ++j) f->log->push(t.key[j], t.address(j, lane));
+    f->log->push(key, a);
+    f->apart = true;
+}
+
+// (Inlined into the hooks, as is everything on their path: they run for every event of every lane.)
+__attribute__((always_inline)) inline void count_event(Fiber *f, uint64_t key, uintptr_t a) {
+    if (__builtin_expect(f->apart, 0)) return f->log->push(key, a);
+    WarpTrace &t = *f->trace;
+    const uint32_t i = f->pos;
+    if (i == t.n) t.append(key);
+    else if (__builtin_expect(t.key[i] != key, 0)) return branch_off(f, key, a);
+    if (!is_block(key)) t.addr[size_t(t.col[i]) * 32 + f->lane] = a;
+    f->pos = i + 1;
+}
+
+__attribute__((always_inline)) inline void count_block(Fiber *f, uintptr_t pc) {
+    count_event(f, event_key(pc, PMPP_SPACE_CODE, PMPP_OP_BLOCK), 0);
+}
+
+__attribute__((always_inline)) inline void count_access(Fiber *f, int space, int op, uintptr_t a, size_t size,
+                                                        uintptr_t pc) {
     const uint64_t bytes = std::min<uint64_t>(size, 4095);
-    f->log->push({bytes << 52 | event_key(pc, space, op), a});
+    count_event(f, bytes << 52 | event_key(pc, space, op), a);
 }
 
 // Distinct values of v (sorted in place): the fallback for instructions that touch very many.
@@ -643,6 +865,16 @@ void cost_shared(Count &C, pmpp_count_row &r, const CInst &in, uintptr_t window)
     for (uint32_t g = 0; g < 32; g += lanes) {
         const uint32_t part = in.mask & uint32_t((uint64_t(1) << lanes) - 1) << g;
         if (!part) continue;
+        r.ideal_wavefronts += 1;
+        uint64_t lo = UINT64_MAX, hi = 0;  // the words the part touches
+        for (uint32_t m = part; m; m &= m - 1) {
+            const uint64_t off = in.addr[__builtin_ctz(m)] - window;
+            lo = std::min(lo, off >> 2), hi = std::max(hi, (off + width - 1) >> 2);
+        }
+        if (hi - lo < 32) {  // each bank holds at most one of them: one wavefront
+            r.wavefronts += 1;
+            continue;
+        }
         words.clear();
         uint32_t per_bank[32] = {};
         uint32_t worst = 0;
@@ -652,7 +884,6 @@ void cost_shared(Count &C, pmpp_count_row &r, const CInst &in, uintptr_t window)
                 if (words.add(word) == 1) worst = std::max(worst, ++per_bank[word & 31]);
         }
         r.wavefronts += worst;
-        r.ideal_wavefronts += 1;
     }
 }
 
@@ -708,13 +939,13 @@ void keep_sample(Worker *w, uint64_t key, uint32_t width, const CInst *in, uint3
 void cost_execution(Worker *w, uint32_t wi, uint64_t key, uint32_t width, const CInst *in, uint32_t mask) {
     Count &C = *w->cnt;
     auto &cached = C.row_cache[(key >> 4) & 255];
-    if (cached.first != key || !cached.second) cached = {key, &count_row(C, key)};
+    if (cached.first != key || !cached.second) cached = {key, &C.rows.at(key)};
     Row &row = *cached.second;
     pmpp_count_row &r = row.r;
     const int op = int(key & 3), space = int((key >> 2) & 3);
     r.width = std::max(r.width, width);
     r.executed++;
-    r.threads += uint64_t(__builtin_popcount(mask));
+    r.threads += lanes_in(mask);
     if (mask != w->warps[wi].exist) {
         r.partial++;
         if (row.diverged_block != w->cur_block + 1) row.diverged_block = w->cur_block + 1, row.diverged_mask = 0;
@@ -727,40 +958,60 @@ void cost_execution(Worker *w, uint32_t wi, uint64_t key, uint32_t width, const 
     if (op == PMPP_OP_ATOM) {
         for (uint32_t m = mask; m; m &= m - 1) {
             const uintptr_t a = in->addr[__builtin_ctz(m)];
-            if (space == PMPP_SPACE_SHARED) C.atom_shared.push_back(a);
-            else C.atom_global.emplace_back(a, 1);
+            (space == PMPP_SPACE_SHARED ? C.atom_shared : C.atom_global).add(a, 1);
         }
     }
     if (w->cur_block == w->L->d->sample_block && wi == w->L->d->sample_warp)
         keep_sample(w, key, r.width, in, mask);
 }
 
-// The accesses ``lanes`` make from their cursors up to their next basic block, together: the i-th
-// access of each lane is one warp instruction (lanes in one block run the same straight-line code).
-void run_together(Worker *w, uint32_t wi, uint32_t lanes, size_t *cur) {
-    EvLog *ev = w->cnt->ev[wi];
+// The warp's units (see Unit) in the order of their first lane, and sets of them as bit masks.
+struct Units {
+    Unit u[32];
+    uint32_t n = 0;
+    uint32_t every() const { return n == 32 ? ~0u : (1u << n) - 1; }  // the set of all units
+    uint32_t lanes(uint32_t set) const {  // the lanes of a set of units
+        uint32_t m = 0;
+        for (; set; set &= set - 1) m |= u[__builtin_ctz(set)].lanes;
+        return m;
+    }
+};
+
+// Where each unit is in its events during count_flush's replay.
+struct Cursors {
+    const Units &units;
+    size_t at[32] = {}, accesses[32] = {};  // per unit: events and accesses so far
+    uint64_t next[32];  // the key of each unit's next event; kStopKey past its last
+    explicit Cursors(const Units &all) : units(all) {
+        for (uint32_t k = 0; k < units.n; ++k) next[k] = units.u[k].key(0);
+    }
+    void advance(uint32_t k) { next[k] = ++at[k] < units.u[k].size() ? units.u[k].key(at[k]) : kStopKey; }
+};
+
+// The accesses the units of ``set`` make from their cursors up to their next basic block, together:
+// the i-th access of each is one warp instruction (lanes in a block run the same straight-line code).
+void run_together(Worker *w, uint32_t wi, Cursors &c, uint32_t set) {
     for (;;) {
-        uint32_t left = 0;  // lanes with an access still to make in this block
-        for (uint32_t m = lanes; m; m &= m - 1) {
-            const uint32_t l = __builtin_ctz(m);
-            if (cur[l] < ev[l].size() && (ev[l][cur[l]].key & 3) != PMPP_OP_BLOCK) left |= 1u << l;
-        }
+        uint32_t left = 0;  // units with an access still to make in this block
+        for (uint32_t m = set; m; m &= m - 1)
+            if (!is_block(c.next[__builtin_ctz(m)])) left |= m & -m;
         if (!left) return;
-        while (left) {  // normally one pass: all lanes at the same access
-            const uint64_t key = site_of(ev[__builtin_ctz(left)][cur[__builtin_ctz(left)]].key);
-            CInst in;
-            in.mask = 0;
-            uint32_t width = 0;
+        while (left) {  // normally one pass: all at the same access
+            const uint64_t key = site_of(c.next[__builtin_ctz(left)]);
+            uint64_t addr[32];
+            CInst in{0, addr};
+            uint32_t width = 0, done = 0;
             for (uint32_t m = left; m; m &= m - 1) {
-                const uint32_t l = __builtin_ctz(m);
-                const Ev &e = ev[l][cur[l]];
-                if (site_of(e.key) != key) continue;
-                in.mask |= 1u << l;
-                in.addr[l] = e.addr;
-                width = std::max(width, bytes_of(e.key));
-                cur[l]++;
+                const uint32_t k = __builtin_ctz(m);
+                if (site_of(c.next[k]) != key) continue;
+                const Unit &u = c.units.u[k];
+                done |= 1u << k;
+                in.mask |= u.lanes;
+                u.addresses(c.at[k], c.accesses[k]++, addr);
+                width = std::max(width, bytes_of(c.next[k]));
+                c.advance(k);
             }
-            left &= ~in.mask;
+            left &= ~done;
             cost_execution(w, wi, key, width, &in, in.mask);
         }
     }
@@ -860,142 +1111,188 @@ void cfg_post_dominators(Count &C) {
     C.cfg_changed = false;
 }
 
+// Add the edge from -> to (block keys) to the graph, unless it is known to be there already.
+inline void cfg_add_edge(Count &C, uint64_t from, uint64_t to) {
+    auto &known = C.known_edges[((from >> 4) ^ (to >> 7)) & 511];  // (cheap: done per lane and block)
+    if (known.first == from && known.second == to) return;
+    cfg_edge(C, cfg_node(C, from), to == kStopKey ? kStop : cfg_node(C, to));
+    known = {from, to};
+}
+
 // Add the paths the warp's lanes took since the last barrier to the block's control-flow graph.
-void cfg_add_warp(Count &C, EvLog *ev, uint64_t resume_key) {
-    const int resume = cfg_node(C, resume_key);
-    for (uint32_t l = 0; l < 32; ++l) {
-        if (ev[l].empty()) continue;
-        int from = resume;
-        uint64_t from_key = resume_key;
-        for (const Ev &e : ev[l]) {
-            if ((e.key & 3) != PMPP_OP_BLOCK) continue;
-            if (e.key == from_key) continue;  // a block that loops to itself: its edge is in already
-            const int to = cfg_node(C, e.key);
-            cfg_edge(C, from, to);
-            from = to, from_key = e.key;
+void cfg_add_warp(Count &C, const Units &units, uint64_t resume_key) {
+    cfg_node(C, resume_key);
+    for (uint32_t k = 0; k < units.n; ++k) {
+        const Unit &u = units.u[k];
+        uint64_t from = resume_key;
+        for (size_t i = 0; i < u.size(); ++i) {
+            const uint64_t key = u.key(i);
+            if (!is_block(key) || key == from) continue;  // a block that loops to itself: in already
+            cfg_add_edge(C, from, key);
+            from = key;
         }
-        cfg_edge(C, from, kStop);
+        cfg_add_edge(C, from, kStopKey);
     }
     if (C.cfg_changed) cfg_post_dominators(C);
 }
 
-// The usual case: every lane of ``all`` made the same events (the same blocks, the same accesses,
-// in the same order), so the warp never went apart: its i-th events are one warp instruction.
-bool replay_converged(Worker *w, uint32_t wi, uint32_t all) {
-    EvLog *ev = w->cnt->ev[wi];
-    const uint32_t first = __builtin_ctz(all);
-    const size_t n = ev[first].size();
-    for (uint32_t m = all & (all - 1); m; m &= m - 1) {
-        const EvLog &other = ev[__builtin_ctz(m)];
+// Every lane made the same events (the same blocks, the same accesses, in the same order; the units
+// differ at most in access sizes), so the warp never went apart: its i-th events are one warp
+// instruction.
+bool replay_converged(Worker *w, uint32_t wi, const Units &units) {
+    const Unit &first = units.u[0];
+    const size_t n = first.size();
+    for (uint32_t k = 1; k < units.n; ++k) {
+        const Unit &other = units.u[k];
         if (other.size() != n) return false;
         for (size_t i = 0; i < n; ++i)
-            if (site_of(other[i].key) != site_of(ev[first][i].key)) return false;
+            if (site_of(other.key(i)) != site_of(first.key(i))) return false;
     }
-    for (size_t i = 0; i < n; ++i) {
-        const uint64_t key = site_of(ev[first][i].key);
-        if ((key & 3) == PMPP_OP_BLOCK) {
+    const uint32_t all = units.lanes(units.every());
+    for (size_t i = 0, j = 0; i < n; ++i) {  // j: accesses so far, the same for every lane
+        const uint64_t key = site_of(first.key(i));
+        if (is_block(key)) {
             cost_execution(w, wi, key, 0, nullptr, all);
             continue;
         }
-        CInst in;
-        in.mask = all;
+        uint64_t addr[32];
         uint32_t width = 0;
-        for (uint32_t m = all; m; m &= m - 1) {
-            const uint32_t l = __builtin_ctz(m);
-            in.addr[l] = ev[l][i].addr;
-            width = std::max(width, bytes_of(ev[l][i].key));
+        for (uint32_t k = 0; k < units.n; ++k) {
+            units.u[k].addresses(i, j, addr);
+            width = std::max(width, bytes_of(units.u[k].key(i)));
         }
+        const CInst in{all, addr};
         cost_execution(w, wi, key, width, &in, all);
+        j++;
     }
     return true;
 }
 
-void finish_flush(Count &C, EvLog *ev);
+// The fast path: the lanes ``all`` made the first n events of trace t and no others, so each of
+// them is one warp instruction of those lanes, its addresses already together.
+void replay_trace(Worker *w, uint32_t wi, const WarpTrace &t, size_t n, uint32_t all) {
+    for (uint32_t i = 0; i < n; ++i) {
+        const uint64_t key = t.key[i];
+        if (is_block(key)) {
+            cost_execution(w, wi, key, 0, nullptr, all);
+            continue;
+        }
+        const CInst in{all, &t.addr[size_t(t.col[i]) * 32]};
+        cost_execution(w, wi, site_of(key), bytes_of(key), &in, all);
+    }
+}
 
-// Put the warp's execution since the last barrier back together (see the top of this section),
-// cost it, and start afresh. Nodes of the replay are block keys; the control-flow graph is only
-// needed where the warp's lanes go apart.
-void count_flush(Worker *w, uint32_t wi) {
+// Lanes went apart: replay the warp block by block with a reconvergence stack (see the top of this
+// section). Nodes of the replay are block keys; the control-flow graph is only needed where the
+// warp's lanes go apart.
+void replay_apart(Worker *w, uint32_t wi, const Units &units) {
     Count &C = *w->cnt;
-    EvLog *ev = C.ev[wi];
+    C.cfg_used = true;
     if (C.node_key.empty()) cfg_node(C, kStopKey - 1), cfg_node(C, kStopKey);  // 0 (unused), kStop
     // Where the lanes resumed: a node of its own per barrier (code after different barriers must
     // not look like branches of one node); its key cannot be a basic block's (op is not BLOCK).
     const uint64_t resume_key = event_key(uintptr_t(C.resume[wi]), PMPP_SPACE_CODE, PMPP_OP_ST);
-    size_t cur[32] = {};
-    uint32_t all = 0;
-    for (uint32_t l = 0; l < 32; ++l)
-        if (!ev[l].empty()) all |= 1u << l;
-    if (all && replay_converged(w, wi, all)) return finish_flush(C, ev);
+    Cursors c(units);
+    const uint32_t all = units.every();  // stack entries hold sets of units
     bool in_graph = false;
-    auto next_key = [&](uint32_t l) { return cur[l] < ev[l].size() ? ev[l][cur[l]].key : kStopKey; };
-    run_together(w, wi, all, cur);  // from where the lanes resumed to their first block: together
-    struct Entry {
-        uint64_t node, rejoin;  // block keys
-        uint32_t mask;
-    };
-    std::vector<Entry> stack{{resume_key, kStopKey, all}};
+    run_together(w, wi, c, all);  // from where the lanes resumed to their first block: together
+    std::vector<Count::Entry> &stack = C.stack;
+    stack.assign(1, {resume_key, kStopKey, all});
     while (!stack.empty()) {
-        const Entry e = stack.back();
+        const Count::Entry e = stack.back();
         if (e.node == e.rejoin || e.node == kStopKey) {
             stack.pop_back();
             continue;
         }
-        if (e.node != resume_key) {  // the lanes of e.mask run block e.node together
-            cost_execution(w, wi, e.node, 0, nullptr, e.mask);
-            for (uint32_t m = e.mask; m; m &= m - 1) cur[__builtin_ctz(m)]++;
-            run_together(w, wi, e.mask, cur);
+        if (e.node != resume_key) {  // the units of e.mask run block e.node together
+            cost_execution(w, wi, e.node, 0, nullptr, units.lanes(e.mask));
+            bool access = false;  // a unit's next event is an access
+            for (uint32_t m = e.mask; m; m &= m - 1) {
+                c.advance(__builtin_ctz(m));
+                access |= !is_block(c.next[__builtin_ctz(m)]);
+            }
+            if (access) run_together(w, wi, c, e.mask);
         }
-        const uint64_t first = next_key(__builtin_ctz(e.mask));
+        const uint64_t first = c.next[__builtin_ctz(e.mask)];
         bool diverged = false;
         for (uint32_t m = e.mask & (e.mask - 1); m && !diverged; m &= m - 1)
-            diverged = next_key(__builtin_ctz(m)) != first;
+            diverged = c.next[__builtin_ctz(m)] != first;
         if (!diverged) {
             stack.back().node = first;
             continue;
         }
-        if (!in_graph) cfg_add_warp(C, ev, resume_key), in_graph = true;
+        if (!in_graph) cfg_add_warp(C, units, resume_key), in_graph = true;
         const uint64_t rejoin = C.node_key[C.ipdom[cfg_node(C, e.node)]];
         stack.back().node = rejoin;  // the lanes wait there for each other
         uint32_t left = e.mask;
         while (left) {
-            const uint64_t to = next_key(__builtin_ctz(left));
+            const uint64_t to = c.next[__builtin_ctz(left)];
             uint32_t group = 0;
             for (uint32_t m = left; m; m &= m - 1)
-                if (next_key(__builtin_ctz(m)) == to) group |= 1u << __builtin_ctz(m);
+                if (c.next[__builtin_ctz(m)] == to) group |= m & -m;
             left &= ~group;
             if (to != rejoin) stack.push_back({to, rejoin, group});
         }
     }
-    finish_flush(C, ev);
 }
 
-// The warp's lanes clear their logs; the log of global atomics is kept short.
-void finish_flush(Count &C, EvLog *ev) {
-    for (uint32_t l = 0; l < 32; ++l) ev[l].clear();
-    if (C.atom_global.size() > (1u << 16)) {  // keep the log short: merge updates per address
-        std::sort(C.atom_global.begin(), C.atom_global.end());
-        size_t o = 0;
-        for (size_t i = 0; i < C.atom_global.size(); ++i) {
-            if (o && C.atom_global[o - 1].first == C.atom_global[i].first)
-                C.atom_global[o - 1].second += C.atom_global[i].second;
-            else
-                C.atom_global[o++] = C.atom_global[i];
+void clear_warp(Worker *w, uint32_t wi);
+
+// Put the warp's execution since the last barrier back together (see the top of this section),
+// cost it, and start afresh.
+void count_flush(Worker *w, uint32_t wi) {
+    const Fiber *lane = &w->fibers[wi * 32];
+    Units units;
+    for (uint32_t m = w->warps[wi].exist; m; m &= m - 1) {
+        const Fiber &f = lane[__builtin_ctz(m)];
+        const size_t n = f.apart ? f.log->size() : f.pos;
+        if (!n) continue;
+        uint32_t k = 0;  // a unit of lanes with the same events as this one, or a new one
+        while (k < units.n && (f.apart || units.u[k].own || units.u[k].trace != f.trace || units.u[k].n != n))
+            ++k;
+        if (k == units.n)
+            units.u[units.n++] = f.apart ? Unit{0, nullptr, f.log, f.log->key, n}
+                                         : Unit{0, f.trace, nullptr, f.trace->key, n};
+        units.u[k].lanes |= m & -m;
+    }
+    const Unit &first = units.u[0];
+    if (units.n == 1 && !first.own) replay_trace(w, wi, *first.trace, first.n, first.lanes);
+    else if (units.n && !replay_converged(w, wi, units)) replay_apart(w, wi, units);
+    clear_warp(w, wi);
+}
+
+// The warp's lanes start afresh in its first trace.
+void clear_warp(Worker *w, uint32_t wi) {
+    Count &C = *w->cnt;
+    C.trace[wi].clear();
+    for (WarpTrace *b : C.branches[wi]) C.free_branches.push_back(b);
+    C.branches[wi].clear();
+    Fiber *lane = &w->fibers[wi * 32];
+    for (uint32_t m = w->warps[wi].exist; m; m &= m - 1) {
+        Fiber &f = lane[__builtin_ctz(m)];
+        f.trace = &C.trace[wi];
+        f.pos = 0;
+        if (f.apart) {
+            f.apart = false;
+            f.log->clear();
+            C.free_logs.push_back(f.log);
         }
-        C.atom_global.resize(o);
     }
 }
 
 // A lane exited or waits at __syncthreads(): once the whole warp has, its executions are complete.
 inline void count_park(Worker *w, Fiber *f) {
     Warp &W = w->warps[f->warp];
-    if (++W.parked == uint32_t(__builtin_popcount(W.exist))) count_flush(w, f->warp);
+    if (++W.parked == lanes_in(W.exist)) count_flush(w, f->warp);
 }
 
 // The control-flow graph is the block's own: what its lanes were seen to take. (One graph for the
 // launch would see more paths, but which ones depends on the order in which OS threads run blocks,
 // and counts must not change from run to run.)
 void cfg_clear(Count &C) {
+    if (!C.cfg_used) return;
+    C.cfg_used = false;
+    std::fill(std::begin(C.known_edges), std::end(C.known_edges), std::pair<uint64_t, uint64_t>{0, 0});
     C.node_key.clear();
     C.node_of.clear();
     C.succ.clear();
@@ -1006,6 +1303,7 @@ void cfg_clear(Count &C) {
 }
 
 void count_block_start(Worker *w, uint32_t nwarps) {
+    for (Worker::KnownRegion &r : w->known_regions) r = {};  // __shared__ arrays are the block's
     w->cnt->atom_shared.clear();
     for (uint32_t i = 0; i < nwarps; ++i) w->cnt->resume[i] = 0;
     cfg_clear(*w->cnt);
@@ -1015,23 +1313,22 @@ void count_block_end(Worker *w, uint32_t nwarps) {
     Count &C = *w->cnt;
     C.sum.blocks++;
     C.sum.warps += nwarps;
-    std::vector<uintptr_t> &a = C.atom_shared;
-    std::sort(a.begin(), a.end());
-    uint64_t run = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        run = (i && a[i] == a[i - 1]) ? run + 1 : 1;
-        if (run == 1) C.sum.atom_shared_addresses++;
-        C.sum.atom_shared_max_updates = std::max(C.sum.atom_shared_max_updates, run);
-    }
+    C.atom_shared.each([&](uint64_t, uint64_t updates) {
+        C.sum.atom_shared_addresses++;
+        C.sum.atom_shared_max_updates = std::max(C.sum.atom_shared_max_updates, updates);
+    });
 }
 
 void count_reset(Worker *w) {
     if (!w->cnt) w->cnt = new Count;
     Count &C = *w->cnt;
-    for (auto &warp : C.ev)
-        for (auto &lane : warp) lane.clear();
+    C.free_logs.clear();
+    for (auto &log : C.logs) log->clear(), C.free_logs.push_back(log.get());
+    for (WarpTrace &t : C.trace) t.clear();
+    C.free_branches.clear();
+    for (auto &b : C.branch_store) C.free_branches.push_back(b.get());
+    for (auto &mine : C.branches) mine.clear();
     C.rows.clear();
-    C.row_index.clear();
     for (auto &cached : C.row_cache) cached = {0, nullptr};
     C.samples.clear();
     C.sample_k.clear();
@@ -1055,16 +1352,33 @@ uint64_t module_offset(uint64_t pc) {
     return pc;
 }
 
-void count_merge(int nworkers) {
+// Code addresses as offsets into the module: those in the segments of the kernel's own module
+// (all of them, normally) without a dladdr each.
+struct ModuleOffsets {
+    const Launch *L;
+    uintptr_t base = 0;
+    explicit ModuleOffsets(const Launch *launch) : L(launch) {
+        Dl_info info;
+        if (dladdr(reinterpret_cast<void *>(L->d->thunk), &info) && info.dli_fbase)
+            base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+    }
+    uint64_t operator()(uint64_t pc) const {
+        for (const auto &seg : L->segs)
+            if (base && pc && pc - 1 >= seg.first && pc - 1 < seg.second) return pc - base;
+        return module_offset(pc);
+    }
+};
+
+void count_merge(const Launch *L, int nworkers) {
     CountResult out;
-    Count merged;
-    std::vector<std::pair<uintptr_t, uint64_t>> atoms;
+    RowTable merged;
+    AddressCounts atoms;
     for (int s = 0; s < nworkers; ++s) {
         Worker *w = g_workers[s];
         if (!w || !w->cnt) continue;
         Count &C = *w->cnt;
-        for (auto &kr : C.rows) {
-            pmpp_count_row &m = count_row(merged, kr.first).r;
+        for (auto &kr : C.rows.list) {
+            pmpp_count_row &m = merged.at(kr.first).r;
             const pmpp_count_row &r = kr.second.r;
             m.width = std::max(m.width, r.width);
             m.executed += r.executed, m.threads += r.threads, m.partial += r.partial;
@@ -1074,30 +1388,33 @@ void count_merge(int nworkers) {
             m.max_same_address = std::max(m.max_same_address, r.max_same_address);
         }
         out.samples.insert(out.samples.end(), C.samples.begin(), C.samples.end());
-        atoms.insert(atoms.end(), C.atom_global.begin(), C.atom_global.end());
+        C.atom_global.each([&](uint64_t a, uint64_t updates) { atoms.add(a, updates); });
         out.sum.blocks += C.sum.blocks, out.sum.warps += C.sum.warps;
         out.sum.barriers += C.sum.barriers;
         out.sum.atom_shared_addresses += C.sum.atom_shared_addresses;
         out.sum.atom_shared_max_updates =
             std::max(out.sum.atom_shared_max_updates, C.sum.atom_shared_max_updates);
     }
-    std::sort(atoms.begin(), atoms.end());
-    for (size_t i = 0; i < atoms.size();) {
-        uint64_t updates = 0;
-        size_t j = i;
-        for (; j < atoms.size() && atoms[j].first == atoms[i].first; ++j) updates += atoms[j].second;
+    atoms.each([&](uint64_t, uint64_t updates) {
         out.sum.atom_global_addresses++;
         out.sum.atom_global_max_updates = std::max(out.sum.atom_global_max_updates, updates);
-        i = j;
-    }
-    for (auto &kr : merged.rows) {
-        kr.second.r.pc = module_offset(kr.second.r.pc);
+    });
+    const ModuleOffsets offset(L);
+    for (auto &kr : merged.list) {
+        kr.second.r.pc = offset(kr.second.r.pc);
         out.rows.push_back(kr.second.r);
     }
-    for (pmpp_count_sample &x : out.samples) x.pc = module_offset(x.pc);
-    std::sort(out.samples.begin(), out.samples.end(), [](const auto &a, const auto &b) {
-        return a.pc != b.pc ? a.pc < b.pc : a.k < b.k;
+    for (pmpp_count_sample &x : out.samples) x.pc = offset(x.pc);
+    std::vector<uint32_t> order(out.samples.size());  // sorted through indices: samples are large
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        const pmpp_count_sample &x = out.samples[a], &y = out.samples[b];
+        return x.pc != y.pc ? x.pc < y.pc : x.k < y.k;
     });
+    std::vector<pmpp_count_sample> sorted;
+    sorted.reserve(order.size());
+    for (uint32_t i : order) sorted.push_back(out.samples[i]);
+    out.samples.swap(sorted);
     out.sum.nrows = out.rows.size();
     out.sum.nsamples = out.samples.size();
     g_count = std::move(out);
@@ -1369,7 +1686,10 @@ bool prepare(Worker *w, Launch *L) {
         f.lin = i;
         f.lane = i % 32;
         f.warp = i / 32;
-        f.log = L->count ? &w->cnt->ev[f.warp][f.lane] : nullptr;
+        f.trace = L->count ? &w->cnt->trace[f.warp] : nullptr;
+        f.log = nullptr;
+        f.pos = 0;
+        f.apart = false;
     }
     if (L->check && !w->shadow) {
         void *s = mmap(nullptr, kArenaCap * sizeof(Shadow), PROT_READ | PROT_WRITE,
@@ -1756,14 +2076,46 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, Acces
     out_of_bounds(f, a, size, write, pc);
 }
 
-void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc, AccessKind kind) {
+// Count builds: the argument or __shared__ array the access at a was found in, kept for the next
+// accesses (not a __device__ variable's segment: __constant__ arrays lie inside segments).
+__attribute__((noinline)) void remember_region(Worker *w, uintptr_t a, int space) {
+    uintptr_t base = 0, size = 0;
+    for (const ShRegion &r : w->regions)
+        if (a - uintptr_t(r.base) < r.size) base = uintptr_t(r.base), size = r.size;
+    for (int i = 0; i < w->L->d->nregions; ++i) {
+        const pmpp_region_desc &r = w->L->d->regions[i];
+        if (a - uintptr_t(r.base) < r.size) base = uintptr_t(r.base), size = r.size;
+    }
+    if (size) w->known_regions[w->next_known++ % 4] = {base, size, space};
+}
+
+// Count builds: an access inside an array seen lately needs no more than its bounds (count builds
+// look for no races), so only the others go through classify.
+__attribute__((always_inline)) inline void count_memory_access(Fiber *f, uintptr_t a, size_t size,
+                                                               bool write, uintptr_t pc, AccessKind kind) {
+    if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return;  // a local variable
+    Worker *w = f->w;
+    int space = -1;
+    for (const Worker::KnownRegion &r : w->known_regions) {
+        if (a - r.base < r.size && a - r.base + size <= r.size) {
+            space = r.space;
+            break;
+        }
+    }
+    if (space < 0) {
+        space = classify(f, a, size, write, pc, kind);
+        if (space < 0) return;
+        remember_region(w, a, space);
+    }
+    count_access(f, space, kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
+}
+
+__attribute__((always_inline)) inline void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc,
+                                                       AccessKind kind) {
     Fiber *f = cur_fiber();
     if (!f) return;  // not inside a launch (e.g. static initialisers while loading)
-    Worker *w = f->w;
-    if (!w->L->check && !w->L->count) return;
-    const int space = classify(f, a, size, write, pc, kind);
-    if (space >= 0 && w->L->count)
-        count_access(f, space, kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
+    if (f->trace) return count_memory_access(f, a, size, write, pc, kind);
+    if (f->w->L->check) classify(f, a, size, write, pc, kind);
 }
 
 }  // namespace
@@ -1941,7 +2293,7 @@ int pmpp_launch(pmpp_launch_desc *d) {
     worker_main(&L, 0);
     for (std::thread &t : pool) t.join();
     if (L.check) finish_global_shadow(&L);
-    if (L.count && d->error_kind == PMPP_OK) count_merge(nt);
+    if (L.count && d->error_kind == PMPP_OK) count_merge(&L, nt);
     fflush(stdout);
     return d->error_kind;
 }
@@ -1967,7 +2319,7 @@ const char *pmpp_runtime_version(void) { return "pmpp-cpu-runtime 1"; }
 // Count builds: g++'s -fsanitize-coverage=trace-pc calls this at the start of every basic block.
 __attribute__((noinline)) void __sanitizer_cov_trace_pc(void) {
     Fiber *f = cur_fiber();
-    if (f && f->w->L->count) count_block(f, uintptr_t(__builtin_return_address(0)));
+    if (f && f->trace) count_block(f, uintptr_t(__builtin_return_address(0)));
 }
 
 void pmpp_count_result(pmpp_count_summary *summary, pmpp_count_row *rows, uint64_t max_rows,
