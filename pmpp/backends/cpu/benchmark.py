@@ -5,9 +5,7 @@ inputs (two per thread, then ten halving steps, each behind a __syncthreads()) a
 partial. Prints the best-of-N launch time (compilation excluded) of the plain and the checked
 build; the launch time includes moving the arrays to the worker process and back.
 
-``--counters``: what counting costs (:mod:`pmpp.counters`), for every variant of every chapter at
-the size the notebooks run it on the CPU engine: the best-of-N time of one run (all its launches)
-from the count build against the plain build, and their ratio.
+What counting costs is measured by ``python -m pmpp.count_cost``.
 """
 
 import argparse
@@ -46,54 +44,11 @@ def time_launches(check, n, repeats):
     return min(times[1:])
 
 
-def time_variant(chapter, variant, repeats):
-    """Best-of-``repeats`` seconds of one run of ``variant`` (plain build, count build)."""
-    from pmpp import runner
-    from pmpp.counters import counting_module
-    problem = runner.problem_for(variant, chapter.problems["cpu"])
-    inputs = chapter.make_inputs(problem, np, np.random.default_rng(0))
-    plain = runner.load_variant(chapter, variant, backend="cpu")
-    counting = counting_module(plain)
-    plain._impl.sm_count = counting._impl.sm_count    # the same launches on both
-    best = []
-    for module in (plain, counting):
-        times = []
-        for _ in range(repeats + 1):                  # the first run loads the module
-            module.launches.clear()
-            start = time.perf_counter()
-            variant.launch(module, problem, inputs)
-            times.append(time.perf_counter() - start)
-        best.append(min(times[1:]))
-    return best
-
-
-def counters_cost(repeats):
-    from pmpp import chapters
-    print(f"{'chapter':<14} {'variant':<28} {'plain ms':>9} {'counted ms':>11} {'ratio':>6}")
-    ratios = []
-    for name in chapters.names():
-        chapter = chapters.get(name)
-        for variant in chapter.variants:
-            if variant.gpu_only or variant.racy:
-                continue
-            plain, counted = time_variant(chapter, variant, repeats)
-            ratios.append(counted / plain)
-            print(f"{name:<14} {variant.name:<28} {plain * 1e3:>9.1f} {counted * 1e3:>11.1f} {ratios[-1]:>6.2f}",
-                  flush=True)
-    ratios.sort()
-    print(f"{len(ratios)} variants, {default_threads()} worker threads: count build / plain build, median "
-          f"{ratios[len(ratios) // 2]:.2f}x, worst {ratios[-1]:.2f}x")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2n", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--counters", action="store_true", help="what counting costs, per chapter variant")
     args = parser.parse_args()
-    if args.counters:
-        counters_cost(args.repeats)
-        return
     n = 1 << args.log2n
     plain = time_launches(False, n, args.repeats)
     checked = time_launches(True, n, args.repeats)
