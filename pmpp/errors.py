@@ -77,16 +77,12 @@ class ExerciseNotImplemented(PmppError):
     def stubs_in(path) -> tuple[bool, list[str]]:
         """Whether a kernel file (relative to the workbook) holds its own exercise's stub, and the
         exercises whose answers it holds stubs of (``pmpp: not implemented yet (part of exercise X)``)."""
-        import re
         from pathlib import Path
 
-        from .exercises import STUB_MARK
+        from .markers import stubs_in
         from .source import kernels_dir
         file = Path(path) if Path(path).is_absolute() else kernels_dir().parent / path
         try:
-            text = file.read_text()
+            return stubs_in(file.read_text())
         except OSError:
             return True, []
-        others = re.findall(re.escape(STUB_MARK) + r" \(part of exercise ([\w./-]+)\)", text)
-        own = re.search(re.escape(STUB_MARK) + r"[ \t]*$", text, re.MULTILINE) is not None
-        return own, list(dict.fromkeys(others))

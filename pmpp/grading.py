@@ -26,6 +26,8 @@ from .backends import gpu_available
 from .errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
                      KernelTimeoutError, PmppError)
 from .exercises import STUB_MARK, find
+from .markers import stubs_in
+from .runner import default_problem, load_variant, problem_for, verify
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -130,7 +132,6 @@ def plan(exercise) -> list[_Planned]:
     variant = chapter.variant(exercise.variant)
     checks = [_Planned("compiles", "compiles on the CPU engine")]
     for n in chapter.test_sizes or (None,):        # a chapter without sizes: its CPU problem
-        from .runner import problem_for
         problem = problem_for(variant, {**chapter.problems["cpu"], **({} if n is None else {"n": n})})
         size = f"n={n}" if n is not None else chapter.describe(problem)
         checks.append(_Planned("correct", f"correct at {size} on random inputs (CPU engine: races "
@@ -140,7 +141,6 @@ def plan(exercise) -> list[_Planned]:
             checks.append(_Planned("exact", f"exact at {size} on inputs every correct order sums "
                                             "exactly", problem, size))
     if gpu_available():
-        from .runner import default_problem, problem_for
         problem = problem_for(variant, default_problem(chapter, "cupy"))
         checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
     return checks
@@ -167,7 +167,7 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
         except OSError as exc:
             skip = f"cannot read the submission {submission}: {exc.strerror or exc}"
     if data is not None and STUB_MARK.encode() in data:
-        skip = _stub_left(submission)
+        skip = _stub_left(data.decode(errors="replace"))
     with sandbox.sandboxed() as box:
         for index, planned in enumerate(plan(ex)):
             points = float(ex.points.get(planned.kind, 1))
@@ -185,9 +185,9 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     return report
 
 
-def _stub_left(submission: Path) -> str:
+def _stub_left(text: str) -> str:
     """Why a file that still holds a stub is not graded."""
-    own, others = ExerciseNotImplemented.stubs_in(submission)
+    own, others = stubs_in(text)
     if own:
         return (f"not implemented yet: the line `// {STUB_MARK}` is still in the file; write the "
                 "exercise's code in place of the stub and delete that line")
@@ -212,7 +212,6 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
     """Run one check; pass, or fail with a reason — whatever goes wrong."""
     try:
         if planned.kind == "compiles":
-            from .runner import load_variant
             load_variant(chapter, variant, backend="cpu", check=True, path=submission, timeout=timeout)
         else:
             _verify(chapter, variant, planned, submission, timeout, seed)
@@ -239,7 +238,6 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
 
 
 def _verify(chapter, variant, planned, submission, timeout, seed):
-    from .runner import verify
     if planned.kind == "gpu":
         result = verify(chapter, variant, planned.problem, backend="cupy", path=submission,
                         seed=seed, exact=chapter.make_exact_inputs is not None)
@@ -259,7 +257,6 @@ def _time_on_gpu(report, chapter, variant, submission, ex, seed):
 
     from .device import theoretical_peaks
     from .results import device_info
-    from .runner import default_problem, load_variant, problem_for
     from .timing import bench
     problem = problem_for(variant, default_problem(chapter, "cupy"))
     inputs = chapter.make_inputs(problem, cupy, np.random.default_rng(seed))

@@ -197,3 +197,11 @@ def stub_cell(source: str) -> str:
     source = _CELL_HIDDEN.sub("", source)
     return _CELL_SOLUTION.sub(lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()\n",
                               source).rstrip("\n")
+
+
+def stubs_in(text: str) -> tuple[bool, list[str]]:
+    """Whether a kernel file's text holds its own exercise's stub, and the exercises whose answers
+    it holds stubs of (what :func:`_shared_stub` writes)."""
+    others = re.findall(re.escape(STUB_MARK) + r" \(part of exercise ([\w./-]+)\)", text)
+    own = re.search(re.escape(STUB_MARK) + r"[ \t]*$", text, re.MULTILINE) is not None
+    return own, list(dict.fromkeys(others))

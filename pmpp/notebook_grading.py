@@ -14,10 +14,8 @@ import json
 from pathlib import Path
 
 from .grading import Check, GradeReport, workbook_version
-from .notebooks import nbgrader_metadata, notebook_paths
-
-CELL_TIMEOUT = 1800      # seconds; grading cells run the CPU engine's checks
-
+from .errors import BackendUnavailableError
+from .notebooks import CELL_TIMEOUT, cell_source, nbgrader_metadata, notebook_paths, run
 
 def is_notebook_exercise(name: str) -> bool:
     """``10_reduction`` or ``10_reduction.ipynb``: one of the workbook's notebooks."""
@@ -72,20 +70,13 @@ def _test_cells(nb: dict) -> list[dict]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("grade"):
             cells.append({"grade_id": meta["grade_id"], "points": float(meta["points"]),
-                          "source": _source(cell)})
+                          "source": cell_source(cell)})
     return cells
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
 def _run_with_tests(nb: dict, tests: list[dict], folder: Path, timeout: int) -> dict:
     """Execute the student's notebook with the instructor's test cells put back; return
     {grade_id: why it failed} for the test cells that did not pass."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
     by_id = {t["grade_id"]: t for t in tests}
     present = set()
     for cell in nbgrader_metadata(nb)["cells"]:
@@ -93,17 +84,14 @@ def _run_with_tests(nb: dict, tests: list[dict], folder: Path, timeout: int) -> 
         if grade_id in by_id:
             cell["source"] = by_id[grade_id]["source"]
             present.add(grade_id)
-    notebook = nbformat.reads(json.dumps(nb), as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            record_timing=False, resources={"metadata": {"path": str(folder)}})
     try:
-        client.execute()
-    except CellExecutionError:
-        pass
+        ran = run(nb, folder, timeout=timeout, allow_errors=True)
+    except BackendUnavailableError:
+        raise
     except Exception as exc:                     # the kernel died, or a cell ran past the timeout
         return {t: f"the notebook did not finish: {type(exc).__name__}: {exc}" for t in by_id}
     failed = {t: "the test cell was deleted from the notebook" for t in by_id if t not in present}
-    for cell in notebook.cells:
+    for cell in ran["cells"]:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if grade_id not in by_id:
             continue

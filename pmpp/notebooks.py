@@ -31,6 +31,16 @@ def notebook_paths(names=()) -> list[Path]:
 def execute(path: Path, timeout: int = CELL_TIMEOUT) -> list[str]:
     """Run one notebook top to bottom in its folder, write it back with its outputs and nbgrader
     metadata; return the errors its cells raised ("cell N: Name: message"), empty if none."""
+    data = run(json.loads(path.read_text()), path.parent, timeout=timeout)
+    path.write_text(notebook_text(nbgrader_metadata(data)))
+    return [f"cell {i}: {o['ename']}: {o['evalue']}" for i, cell in enumerate(data["cells"])
+            for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def run(nb: dict, folder: Path, *, timeout: int = CELL_TIMEOUT, allow_errors=False) -> dict:
+    """Execute a notebook (as JSON) in ``folder`` and return it with its outputs. A cell that raises
+    keeps its error output; it stops the run unless ``allow_errors``. A kernel that dies or a cell
+    past ``timeout`` raises (nbclient's errors)."""
     try:
         import nbformat
         from nbclient import NotebookClient
@@ -38,17 +48,19 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT) -> list[str]:
     except ImportError as exc:
         raise BackendUnavailableError(
             f"executing notebooks needs nbclient and nbformat ({exc}); pip install -e '.[notebooks]'") from None
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                            allow_errors=False, resources={"metadata": {"path": str(path.parent)}})
+    notebook = nbformat.reads(json.dumps(nb), as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=False,
+                            allow_errors=allow_errors, resources={"metadata": {"path": str(folder)}})
     try:
         client.execute()
     except CellExecutionError:
-        pass                                     # the error is in the cell's outputs, read below
-    data = json.loads(nbformat.writes(nb))
-    path.write_text(notebook_text(nbgrader_metadata(data)))
-    return [f"cell {i}: {o['ename']}: {o['evalue']}" for i, cell in enumerate(data["cells"])
-            for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        pass                                     # the error is in the cell's outputs
+    return json.loads(nbformat.writes(notebook))
+
+
+def cell_source(cell: dict) -> str:
+    """A cell's source as one string (nbformat allows a list of lines)."""
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -71,7 +83,7 @@ def nbgrader_metadata(nb: dict) -> dict:
         cell.get("metadata", {}).pop("nbgrader", None)
         if cell.get("cell_type") != "code":
             continue
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = cell_source(cell)
         first = source.lstrip().split("\n", 1)[0]
         points = _TESTS_LINE.fullmatch(first.strip())
         has_solution = "### BEGIN SOLUTION" in source

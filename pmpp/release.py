@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import exercises, leaks, markers
-from .notebooks import notebook_text
+from .notebooks import cell_source, notebook_text
 from .source import kernels_dir
 
 # What a release holds: under each folder, files with these endings (None: any file) ...
@@ -127,7 +127,7 @@ def student_notebook(text: str, where: str = "notebook") -> tuple[str, list, lis
         cell.get("metadata", {}).pop("execution", None)
         if cell.get("cell_type") != "code":
             continue
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = cell_source(cell)
         found, wrong = markers.cell_regions(source, f"{where}, cell {number}")
         regions += found
         problems += wrong
