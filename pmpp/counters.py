@@ -554,7 +554,7 @@ def _sample(s: Mapping[str, Any], where: Mapping[int, tuple]) -> Sample:
 
 
 # library -> {code offset: (file, line), or None where it has none}: a count build's code does not
-# change, and looking lines up (addr2line) would otherwise cost more than a small launch.
+# change, so each code offset is looked up once (lines.py reads the module's debug information).
 _lines_of: dict[tuple, dict[int, tuple | None]] = {}
 
 

@@ -213,10 +213,11 @@ def compile_error(body, name="bad.cu"):
 def test_misspelt_syncthreads_suggests_the_cuda_name():
     error = compile_error("__syncthread();")
     message = str(error)
-    assert re.match(r"bad\.cu:2: .__syncthread. was not declared in this scope; did you mean .__syncthreads.\?",
-                    message)
+    undeclared = r"(.__syncthread. was not declared in this scope|use of undeclared identifier .__syncthread.)"
+    assert re.match(rf"bad\.cu:2: {undeclared}; did you mean .__syncthreads.\?", message)   # g++ | clang
     assert "pmpp" not in message.lower()
-    assert message.splitlines()[1:] == ["    2 |     __syncthread();", "      |     ^"]
+    assert message.splitlines()[1] == "    2 |     __syncthread();"
+    assert re.fullmatch(r"      \|     \^~*", message.splitlines()[2])
 
 
 def test_misspelt_syncthreads_in_a_submission_quotes_the_students_file(tmp_path):
@@ -232,9 +233,11 @@ def test_misspelt_syncthreads_in_a_submission_quotes_the_students_file(tmp_path)
 def test_error_in_a_prelude_call_keeps_its_notes_without_engine_headers():
     message = str(compile_error("double d = 1; atomicAdd(x, d, 3);"))
     lines = message.splitlines()
-    assert re.match(r"bad\.cu:2: no matching function for call to .atomicAdd\(float\*&, double&, int\).$", lines[0])
+    assert re.match(r"bad\.cu:2: no matching function for call to .atomicAdd(\(float\*&, double&, int\))?.$", lines[0])
     assert lines[1] == "    2 |     double d = 1; atomicAdd(x, d, 3);"
-    assert any(re.fullmatch(r"note: candidate: .float atomicAdd\(float\*, float\).", line) for line in lines)
+    candidate = (r"note: candidate: .float atomicAdd\(float\*, float\)."                                 # g++
+                 r"|note: candidate function not viable: requires 2 arguments, but 3 were provided")  # clang
+    assert any(re.fullmatch(candidate, line) for line in lines)
     assert "pmpp_cuda.h" not in message and "PMPP_" not in message
 
 

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from pmpp import targets as _targets
 from pmpp.errors import (BarrierDivergenceError, KernelCrashError, OutOfBoundsError, RaceError)
 
 from . import client as _client
@@ -35,10 +36,14 @@ class CpuModule:
     collects the counters of :mod:`pmpp.counters` into ``last_counts`` (out-of-bounds accesses
     are reported there too, races are not looked for). A launch running longer than ``timeout``
     seconds (default 60, or $PMPP_CPU_TIMEOUT) raises KernelTimeoutError.
+
+    ``target`` (``"sm_75"``, ``"T4"``, ... see :mod:`pmpp.targets`; default ``$PMPP_TARGET``, read at
+    each launch) makes launches fit that GPU's threads and shared memory per block: one over
+    its limit raises ValueError naming the limit. Without one the limits are the H100's.
     """
 
     def __init__(self, source, *, filename, options=(), kernel_names=(), name_expressions=(),
-                 check=False, timeout=None, count=False):
+                 check=False, timeout=None, count=False, target=None):
         if check and count:
             raise ValueError("a CpuModule is built either to check (check=True) or to count (count=True)")
         self.filename = filename
@@ -47,6 +52,7 @@ class CpuModule:
         self.last_counts = None   # count builds: the counters of the last launch, as the worker sent them
         self.sample_warp = (0, 0)  # count builds: (block, warp) whose every access is kept
         self.timeout = default_timeout() if timeout is None else float(timeout)
+        self.target = None if target is None else _targets.target(target)
         self._names = list(dict.fromkeys([*kernel_names, *name_expressions]))
         self.library_path = toolchain.build_module(
             source, filename=filename, options=tuple(options), names=self._names,
@@ -125,6 +131,7 @@ class CpuModule:
         """Run kernel ``name`` on ``grid`` x ``block`` threads. Arrays in ``args`` are passed as
         pointers to their data; those marked ``writable`` get the kernel's writes back in place."""
         self._check_name(name)
+        limits = self._limits()
         worker = _client.client()
         with worker.lock:
             self._ensure_loaded()
@@ -140,7 +147,7 @@ class CpuModule:
                 arena.view(offset, len(view))[:] = view
             message = ("launch", self._id, name, tuple(int(g) for g in grid),
                        tuple(int(b) for b in block), int(shared_mem), self.check, specs,
-                       self.sample_warp if self.count else None)
+                       self.sample_warp if self.count else None, limits)
             what = f"kernel {name!r} ({self.filename})"
             try:
                 reply = self._request(worker, message, what, timeout=self.timeout)
@@ -154,6 +161,11 @@ class CpuModule:
                     worker.arena.release()
         if reply[0] == "error":
             raise _ERRORS.get(reply[1], RuntimeError)(reply[2])
+
+    def _limits(self):
+        """The target's limits for the engine (see pmpp_launch_desc), or None for its own."""
+        spec = self.target or _targets.target_from_env()
+        return None if spec is None else _targets.engine_limits(spec)
 
     def _marshal(self, name, sizes, args, arg_names, writable):
         if len(args) != len(sizes):

@@ -286,14 +286,14 @@ def trap_library():
     engine's modules), or None if it cannot be built: refusals then end the worker unnamed."""
     from . import toolchain
     try:
-        cxx, version = toolchain.compiler()
+        cc = toolchain.cxx()
     except PmppError:
         return None
-    key = hashlib.sha256((_TRAP_SOURCE + version).encode()).hexdigest()[:16]
+    key = hashlib.sha256((_TRAP_SOURCE + repr(cc.identity)).encode()).hexdigest()[:16]
     out = toolchain.cache_dir() / f"libpmpp_sandbox-{key}.so"
     if not out.exists():
         tmp = out.with_name(f".{out.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        proc = subprocess.run([cxx, "-O2", "-fPIC", "-shared", "-x", "c++", "-", "-o", str(tmp)],
+        proc = subprocess.run([*cc.command, "-O2", "-fPIC", "-shared", "-x", "c++", "-", "-o", str(tmp)],
                               input=_TRAP_SOURCE, capture_output=True, text=True)
         if proc.returncode != 0:
             tmp.unlink(missing_ok=True)

@@ -1,18 +1,19 @@
-"""The CPU engine's toolchain: find g++ and Boost.Context, build the runtime library once, and
-compile kernel modules into a disk cache.
+"""The CPU engine's toolchain: find the C++ compiler (g++ or clang, see :class:`Compiler`) and
+Boost.Context, build the runtime library once, and compile kernel modules into a disk cache.
 
 Cache layout (``$PMPP_CACHE_DIR/cpu`` or ``~/.cache/pmpp/cpu``): ``libpmpp_cpu_rt-<key>.so``
-(the runtime, keyed by its sources and the compiler), ``mod-<key>.so`` (a module, keyed by its
-prepared source, options, compiler, runtime and check flag) with ``mod-<key>.deps.json`` (hashes
-of the user headers it included). Files are written to a temporary name and renamed, so several
-processes can share the cache.
+(``.dylib`` on macOS; the runtime, keyed by its sources and the compiler), ``mod-<key>.so`` (a
+module, keyed by its prepared source, options, compiler, runtime and check flag) with
+``mod-<key>.deps.json`` (hashes of the user headers it included). Files are written to a
+temporary name and renamed, so several processes can share the cache.
 
-Kernel code is compiled under limits (:class:`CompileLimits`): g++ runs in a process group of its
-own with standard input from /dev/null, limits on CPU time, memory and file size, and a
+Kernel code is compiled under limits (:class:`CompileLimits`): the compiler runs in a process group
+of its own with standard input from /dev/null, limits on CPU time, memory and file size, and a
 wall-clock timeout that stops the whole group; ``#include`` of device and system files (/dev,
 /proc, /sys, pipes) is refused before g++ starts.
 """
 
+import difflib
 import functools
 import hashlib
 import itertools
@@ -21,6 +22,7 @@ import os
 import re
 import resource
 import select
+import shlex
 import shutil
 import signal
 import stat
@@ -42,26 +44,43 @@ DEBUG_PREFIX = "/pmpp-build"  # what the cache directory is called in debug info
 
 PLAIN_FLAGS = ["-O2"]
 # Every load/store of kernel code that may touch shared data becomes a call
-# __tsan_{read,write}N(addr), which the runtime defines: the object is compiled with g++'s
-# ThreadSanitizer instrumentation and linked WITHOUT libtsan (see runtime/pmpp_runtime.cpp for
-# why not AddressSanitizer's). -gdwarf-4: binutils 2.40's addr2line misreads g++ 12's DWARF 5
-# file table and would name the generated .cpp instead of the #line file. Volatile accesses call
-# __tsan_volatile_{read,write}N: blocks pass values to each other through them (look-back scans),
-# so they never count as a race between blocks.
-CHECK_FLAGS = [
-    "-O1", "-g", "-gdwarf-4", "-DPMPP_CHECK=1",
-    "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0",
-    "--param", "tsan-distinguish-volatile=1",
-]
-# Count builds (pmpp.counters): the checked build, plus a call to the runtime at the start of every
-# basic block (-fsanitize-coverage=trace-pc: which lanes execute it), and no scalar replacement of
-# aggregates (-fno-tree-sra), so that a float4 or int2 copied whole stays one 16- or 8-byte access
-# as on the GPU instead of becoming four or two 4-byte ones.
-COUNT_FLAGS = CHECK_FLAGS + ["-fno-tree-sra", "-fsanitize-coverage=trace-pc", "-DPMPP_COUNT=1"]
+# __tsan_{read,write}N(addr), which the runtime defines: the object is compiled with the compiler's
+# ThreadSanitizer instrumentation and linked WITHOUT its runtime library (see
+# runtime/pmpp_runtime.cpp for why not AddressSanitizer's). -gdwarf-4, with g++ and clang alike:
+# lines.py reads DWARF 4 and 5, but binutils 2.40's addr2line misreads g++ 12's DWARF 5 file table
+# (it names the generated .cpp instead of the #line file), and 4 keeps modules readable by it.
+CHECK_FLAGS = ["-O1", "-g", "-gdwarf-4", "-DPMPP_CHECK=1", "-fsanitize=thread"]
+# ThreadSanitizer's settings (g++ takes them as --param, clang as LLVM options): no calls at
+# function entry and exit; volatile accesses call __tsan_volatile_{read,write}N, because blocks pass
+# values to each other through them (look-back scans), so they never count as a race between blocks.
+TSAN_SETTINGS = ["tsan-instrument-func-entry-exit=0", "tsan-distinguish-volatile=1"]
+# clang's own: a read followed by a write of the same address in one basic block is reported too
+# (clang leaves it out by default: `*sum += x` would be a write alone, and a count build would
+# miss the load), as g++ does. clang copies a float4 with memcpy, which becomes __tsan_memcpy: the
+# runtime checks and counts it as one 16-byte access, as g++'s __tsan_read16/__tsan_write16.
+CLANG_TSAN_SETTINGS = TSAN_SETTINGS + ["tsan-instrument-read-before-write=1"]
+# zig's clang makes -O2 of every -O1 to -O3 (with loops unrolled at run-time trip counts and
+# vectorized: a warp's lanes would run different copies of one access); -Xclang -O1 gives clang's
+# own -O1, as g++'s, for the checked and count builds.
+CLANG_CHECK_FLAGS = ["-Xclang", "-O1"]
+# Count builds (pmpp.counters): the checked build, plus a call to __sanitizer_cov_trace_pc() at the
+# start of every basic block (which lanes execute it). g++: -fsanitize-coverage=trace-pc, and no
+# scalar replacement of aggregates (-fno-tree-sra), so that a float4 or int2 copied whole stays one
+# 16- or 8-byte access as on the GPU instead of becoming four or two 4-byte ones. clang: "bb" makes
+# it one call per basic block as g++ does (its default is one per edge), and no block is left out
+# for being implied by another (sanitizer-coverage-prune-blocks).
+COUNT_FLAGS = {
+    "gcc": ["-DPMPP_COUNT=1", "-fno-tree-sra", "-fsanitize-coverage=trace-pc"],
+    "clang": ["-DPMPP_COUNT=1", "-fsanitize-coverage=bb,trace-pc", "-mllvm", "-sanitizer-coverage-prune-blocks=0"],
+}
+# -ffp-contract=off: no fused multiply-adds made from a*b+c (clang makes them by default; g++ does
+# not under -std=c++NN). -UNDEBUG: zig's clang defines NDEBUG from -O1 on, which would take
+# device-side assert() out (a kernel's own -DNDEBUG comes after it and still does).
+COMMON_FLAGS = ["-fPIC", "-fno-strict-aliasing", "-ffp-contract=off", "-UNDEBUG", "-Wno-unknown-pragmas",
+                "-pthread"]
 # -fno-gnu-unique: separately dlopen'ed modules would otherwise share g++'s STB_GNU_UNIQUE
-# symbols (template statics) and crash when one of them is unloaded or differs.
-COMMON_FLAGS = ["-fPIC", "-shared", "-fno-gnu-unique", "-fno-strict-aliasing",
-                "-Wno-unknown-pragmas", "-pthread"]
+# symbols (template statics) and crash when one of them is unloaded or differs (clang makes none).
+GCC_ONLY_FLAGS = ["-fno-gnu-unique"]
 
 _INSTALL_HINT = ("install a C++ compiler (Debian/Ubuntu: apt install g++; conda: conda install "
                  "gxx_linux-64) and Boost.Context (pip install cmeel-boost)")
@@ -81,17 +100,136 @@ def _cache_root(setting):
     return Path(setting).expanduser().resolve() if setting else Path.home() / ".cache" / "pmpp"
 
 
-@functools.lru_cache(maxsize=None)
+@dataclass(frozen=True)
+class Compiler:
+    """A C++ compiler as the engine runs it. ``command``: the program and its arguments
+    ($PMPP_CXX, shlex-split), with the target's flag when one was asked for; ``family``: "gcc",
+    "clang" or "apple-clang"; ``version``: the first line of ``--version``; ``target``: the machine
+    it compiles for; ``macos``: whether it makes Mach-O (.dylib) rather than ELF (.so) libraries;
+    ``cross``: whether the target was chosen (then the host's Boost library is not linked);
+    ``macros``: a digest of the macros it predefines, which name the CPU features it compiles for
+    (zig's clang compiles for the build machine's own CPU)."""
+    command: tuple
+    family: str
+    version: str
+    target: str
+    macos: bool
+    cross: bool = False
+    macros: str = ""
+
+    @property
+    def name(self):
+        """What messages call it."""
+        return "g++" if self.family == "gcc" else "clang++"
+
+    @property
+    def identity(self):
+        """What a build's cache key takes from the compiler."""
+        return self.family, self.version, self.target, self.macros
+
+    @property
+    def library_suffix(self):
+        return ".dylib" if self.macos else ".so"
+
+    def mode_flags(self, check, count):
+        """The flags of a plain, checked (``check``) or count (``count``) build of kernel code."""
+        if not (check or count):
+            return list(PLAIN_FLAGS)
+        if self.family == "gcc":
+            tsan = [flag for setting in TSAN_SETTINGS for flag in ("--param", setting)]
+            return CHECK_FLAGS + tsan + (COUNT_FLAGS["gcc"] if count else [])
+        tsan = [flag for setting in CLANG_TSAN_SETTINGS for flag in ("-mllvm", f"-{setting}")]
+        return CHECK_FLAGS + CLANG_CHECK_FLAGS + tsan + (COUNT_FLAGS["clang"] if count else [])
+
+    def common_flags(self):
+        return COMMON_FLAGS + (GCC_ONLY_FLAGS if self.family == "gcc" else [])
+
+    def shared_library_flags(self, name):
+        """Link flags of a shared library installed as ``name`` in a directory on the rpath."""
+        if self.macos:
+            return ["-shared", f"-Wl,-install_name,@rpath/{name}"]
+        return ["-shared", f"-Wl,-soname,{name}"]
+
+    def module_link_flags(self):
+        """Link flags of a kernel module: a symbol no library defines is an error (Apple's linker
+        makes it one anyway), and the math library is linked (clang++ with libc++ would not)."""
+        return [] if self.macos else ["-Wl,-z,defs", "-lm"]
+
+
 def compiler():
-    """(path, version line) of the C++ compiler."""
-    cxx = os.environ.get("PMPP_CXX") or shutil.which("g++")
-    if not cxx:
-        raise BackendUnavailableError(f"pmpp's CPU engine needs g++, which was not found: {_INSTALL_HINT}")
+    """(program, version line) of the C++ compiler; :func:`cxx` has the whole command."""
+    cc = cxx()
+    return cc.command[0], cc.version
+
+
+def cxx(target=None):
+    """The C++ compiler ($PMPP_CXX, a command with arguments if need be, default g++), for
+    ``target`` (a clang target such as "aarch64-macos", for cross-compiling; default: the host)."""
+    return _compiler(os.environ.get("PMPP_CXX", "").strip(), target)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler(setting, target):
+    command = shlex.split(setting) if setting else [shutil.which("g++") or "g++"]
+    if not setting and not shutil.which("g++"):
+        raise BackendUnavailableError(f"pmpp's CPU engine needs a C++ compiler, and g++ was not found: "
+                                      f"{_INSTALL_HINT}, or set $PMPP_CXX to one")
+    family = _family(tuple(command), setting)
+    if target and family == "gcc":
+        raise BackendUnavailableError(f"g++ compiles for its own machine only, not for {target}: set "
+                                      f"$PMPP_CXX to a clang (e.g. \"python -m ziglang c++\") to cross-compile")
+    if target:
+        command = [*command, f"--target={target}"]
+    about, macros = _run_compiler(command, ["--version"]), _predefined_macros(tuple(command))
+    return Compiler(command=tuple(command), family=family, version=_first_line(about),
+                    target=_target(command, about), macos="__APPLE__" in macros, cross=bool(target),
+                    macros=_digest(*sorted(macros.items()))[:16])
+
+
+def _family(command, setting):
+    """"gcc", "clang" or "apple-clang", from the macros the compiler predefines."""
+    macros = _predefined_macros(command)
+    if "__apple_build_version__" in macros:
+        return "apple-clang"
+    if "__clang__" in macros:
+        return "clang"
+    if "__GNUC__" in macros:
+        return "gcc"
+    version = _first_line(_run_compiler(command, ["--version"]))
+    raise BackendUnavailableError(f"pmpp's CPU engine needs g++ or clang, and $PMPP_CXX={setting!r} is "
+                                  f"neither ({version}): {_INSTALL_HINT}")
+
+
+def _first_line(text):
+    return (text.strip().splitlines() or ["(no version)"])[0].strip()
+
+
+def _run_compiler(command, args):
+    """Standard output of the compiler run with ``args``; BackendUnavailableError if it fails."""
     try:
-        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise BackendUnavailableError(f"pmpp's CPU engine cannot run {cxx}: {exc}; {_INSTALL_HINT}") from exc
-    return cxx, out.splitlines()[0].strip()
+        return subprocess.run([*command, *args], input="", capture_output=True, text=True, check=True,
+                              timeout=600).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", None) or exc
+        raise BackendUnavailableError(f"pmpp's CPU engine cannot run {shlex.join(command)}: {detail}; "
+                                      f"{_INSTALL_HINT}") from exc
+
+
+@functools.lru_cache(maxsize=None)
+def _predefined_macros(command):
+    """{name: definition} of the macros compiler ``command`` (a tuple) predefines for C++."""
+    out = _run_compiler(command, ["-x", "c++", "-dM", "-E", "-"])
+    return dict((line.split(None, 2)[1:] + [""])[:2] for line in out.splitlines() if line.startswith("#define "))
+
+
+def _target(command, about):
+    """The compiler's target machine: the "Target:" line of clang's --version (``about``; zig's
+    -dumpmachine names musl for a glibc build), else g++'s -dumpmachine."""
+    m = re.search(r"^Target: (\S+)", about, re.M)
+    return m.group(1) if m else _run_compiler(command, ["-dumpmachine"]).strip()
+
+
+_BOOST_LIBRARIES = ("libboost_context.so*", "libboost_context*.dylib")
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,7 +238,8 @@ def boost():
     try:
         prefix = Path(metadata.distribution("cmeel-boost").locate_file("cmeel.prefix"))
         inc, lib = prefix / "include", prefix / "lib"
-        if (inc / "boost/context/detail/fcontext.hpp").exists() and any(lib.glob("libboost_context.so*")):
+        if (inc / "boost/context/detail/fcontext.hpp").exists() and any(
+                any(lib.glob(pattern)) for pattern in _BOOST_LIBRARIES):
             return str(inc), str(lib)
     except metadata.PackageNotFoundError:
         pass
@@ -133,31 +272,43 @@ def _tmp_name(final):
     return final.with_name(f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
+def runtime_library(target=None):
+    """Path of the runtime library (built on first use, then cached), for the host or for
+    ``target`` (see :func:`cxx`)."""
+    return _runtime_library(cxx(target))
+
+
 @functools.lru_cache(maxsize=None)
-def runtime_library():
-    """Path of the runtime library (built on first use, then cached)."""
-    cxx, version = compiler()
+def _runtime_library(cc):
     inc, lib = boost()
-    key = _digest(_engine_digest(), version, inc, lib)[:16]
-    out = cache_dir() / f"libpmpp_cpu_rt-{key}.so"
+    key = _digest(_engine_digest(), *cc.identity, cc.cross, inc, lib)[:16]
+    out = cache_dir() / f"libpmpp_cpu_rt-{key}{cc.library_suffix}"
     if out.exists():
         return out
     tmp = _tmp_name(out)
-    cmd = [cxx, "-std=c++17", "-O2", *COMMON_FLAGS, "-iquote", str(INCLUDE_DIR)]
+    cmd = [*cc.command, "-std=c++17", "-O2", *cc.common_flags(), "-iquote", str(INCLUDE_DIR)]
     if inc:
         cmd += ["-isystem", inc]
-    cmd += [str(RUNTIME_SOURCE), "-o", str(tmp), f"-Wl,-soname,{out.name}"]
-    if lib:
-        cmd += ["-L", lib, f"-Wl,-rpath,{lib}"]
-    cmd += ["-lboost_context", "-ldl"]
+    cmd += [str(RUNTIME_SOURCE), "-o", str(tmp), *cc.shared_library_flags(out.name), *_boost_link_flags(cc, lib)]
+    if not cc.macos:
+        cmd += ["-ldl"]
     proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise BackendUnavailableError(
             f"pmpp's CPU engine could not build its runtime library ({_INSTALL_HINT}):\n"
-            f"{' '.join(cmd)}\n{proc.stderr}")
+            f"{shlex.join(cmd)}\n{proc.stderr}")
     os.replace(tmp, out)
     return out
+
+
+def _boost_link_flags(cc, lib):
+    """How the runtime links Boost.Context (``lib``: its directory, None for the system's). A
+    cross-compiled runtime cannot link the host's library: its make_fcontext and jump_fcontext are
+    left to be found when it is loaded (Mach-O needs -undefined dynamic_lookup for that)."""
+    if cc.cross:
+        return ["-Wl,-undefined,dynamic_lookup"] if cc.macos else []
+    return [*(["-L", lib, f"-Wl,-rpath,{lib}"] if lib else []), "-lboost_context"]
 
 
 def translate_options(options):
@@ -223,18 +374,18 @@ def _deps_current(deps_json):
     return True
 
 
-def build_module(src, *, filename, options, names, n_kernel_names, check, count=False):
+def build_module(src, *, filename, options, names, n_kernel_names, check, count=False, target=None):
     """Path of the compiled module for ``src`` (from the cache when possible): a plain, checked
-    (``check``) or count (``count``) build."""
-    cxx, version = compiler()
-    runtime = runtime_library()
+    (``check``) or count (``count``) build, for the host or for ``target`` (see :func:`cxx`)."""
+    cc = cxx(target)
+    runtime = runtime_library(target)
     flags = translate_options(options)
     prepared = _source.rewrite(src, filename) + _source.kernel_table(names)
-    mode_flags = COUNT_FLAGS if count else CHECK_FLAGS if check else PLAIN_FLAGS
-    key = _digest(_engine_digest(), version, runtime.name, prepared, *flags, *mode_flags,
-                  *COMMON_FLAGS, check, count)[:32]
+    mode_flags = cc.mode_flags(check, count)
+    key = _digest(_engine_digest(), *cc.identity, runtime.name, prepared, *flags, *mode_flags,
+                  *cc.common_flags(), check, count)[:32]
     out_dir = cache_dir()
-    so = out_dir / f"mod-{key}.so"
+    so = out_dir / f"mod-{key}{cc.library_suffix}"
     deps_json = out_dir / f"mod-{key}.deps.json"
     if so.exists() and _deps_current(deps_json):
         return so
@@ -244,17 +395,24 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     tmp_cpp.write_text(prepared)
     os.replace(tmp_cpp, cpp)
     tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
-    tmp_obj = _tmp_name(out_dir / f"mod-{key}.o")
-    # Compile and link separately: g++ would add libtsan to a -fsanitize=thread link.
-    compile_cmd = [cxx, *flags, *mode_flags, *COMMON_FLAGS, "-c",
+    obj = out_dir / f"mod-{key}.o"
+    tmp_obj = _tmp_name(obj)
+    # Compile and link separately: the compiler would add its ThreadSanitizer runtime to a
+    # -fsanitize=thread link.
+    compile_cmd = [*cc.command, *cc.common_flags(), *mode_flags, *flags, "-c",
                    f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
                    "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
                    "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
-    link_cmd = [cxx, *COMMON_FLAGS, "-Wl,-z,defs", str(tmp_obj), "-o", str(tmp_so), str(runtime),
-                f"-Wl,-rpath,{runtime.parent}"]
+    # Apple's linker leaves the debug information in the object file (the library names it), so
+    # on macOS the object is kept beside the library under its final name.
+    linked_obj = obj if cc.macos else tmp_obj
+    link_cmd = [*cc.command, *cc.common_flags(), "-shared", str(linked_obj), "-o", str(tmp_so),
+                str(runtime), f"-Wl,-rpath,{runtime.parent}", *cc.module_link_flags()]
     try:
         status, log = run_limited(compile_cmd, out_dir, filename)
         if status == 0:
+            if cc.macos:
+                os.replace(tmp_obj, obj)
             status, log = run_limited(link_cmd, out_dir, filename)
         if status != 0:
             raise compile_error(log, filename, names, n_kernel_names, src)
@@ -388,32 +546,33 @@ _TOOL_KILLED = re.compile(r"^[\w+.-]+: (?:fatal error|internal compiler error): 
 
 
 def _limit_reached(status, log, limits, filename):
-    """What stopped g++, in words for the student, or None when it ran to its end."""
+    """What stopped the compiler, in words for the student, or None when it ran to its end."""
     if status == 0:
         return None
+    cc = cxx().name
     killed = _TOOL_KILLED.search(log)
     why = killed.group("why") if killed else None
     if status is None:
-        return (f"g++ did not finish compiling {filename} within {limits.wall_seconds:g} s (an #include "
+        return (f"{cc} did not finish compiling {filename} within {limits.wall_seconds:g} s (an #include "
                 f"of a device file such as /dev/zero, or a template or constexpr that never ends?) "
                 f"and was stopped. Look for such code; if the code is right and only slow to compile, "
                 f"raise $PMPP_COMPILE_TIMEOUT (seconds).")
     if _OUT_OF_MEMORY.search(log):
-        return (f"g++ ran out of memory compiling {filename} (limit {_size(limits.memory)}: an #include of "
+        return (f"{cc} ran out of memory compiling {filename} (limit {_size(limits.memory)}: an #include of "
                 f"a device file such as /dev/zero, or templates or constexpr values that grow without "
                 f"end?) and was stopped. Look for such code; if the code is right, raise "
                 f"$PMPP_COMPILE_MEMORY_MB.")
     if why == "CPU time limit exceeded" or status == -signal.SIGXCPU:
-        return (f"g++ used more than {limits.cpu_seconds} s of CPU time compiling {filename} (a template "
+        return (f"{cc} used more than {limits.cpu_seconds} s of CPU time compiling {filename} (a template "
                 f"or constexpr that never ends?) and was stopped. Look for such code; if the code is "
                 f"right and only slow to compile, raise $PMPP_COMPILE_CPU (seconds).")
     if why == "File size limit exceeded" or status == -signal.SIGXFSZ:
-        return (f"g++ would write a file larger than {_size(limits.file_size)} compiling {filename} (a "
+        return (f"{cc} would write a file larger than {_size(limits.file_size)} compiling {filename} (a "
                 f"huge initialized array, or an endless stream of error messages?) and was stopped. "
                 f"Make the array smaller or fix the first errors; if the code is right, raise "
                 f"$PMPP_COMPILE_FILE_MB.")
     if why == "Killed" or status == -signal.SIGKILL:
-        return (f"g++ was killed compiling {filename} (out of CPU time or memory: a template or constexpr "
+        return (f"{cc} was killed compiling {filename} (out of CPU time or memory: a template or constexpr "
                 f"that never ends?). Look for such code; the limits are $PMPP_COMPILE_CPU and "
                 f"$PMPP_COMPILE_MEMORY_MB.")
     return None
@@ -499,11 +658,16 @@ def _include_dirs(flags):
     return [flag[2:] for flag in flags if flag.startswith("-I")]
 
 
-@functools.lru_cache(maxsize=None)
 def _system_include_dirs():
-    """The directories g++ searches for ``#include <...>`` (from ``g++ -E -v``)."""
+    """The directories the compiler searches for ``#include <...>``."""
+    return _search_path(cxx().command)
+
+
+@functools.lru_cache(maxsize=None)
+def _search_path(command):
+    """The ``#include <...>`` directories of compiler ``command`` (from ``-E -v``)."""
     try:
-        log = subprocess.run([compiler()[0], "-x", "c++", "-E", "-v", "-"], input="", capture_output=True,
+        log = subprocess.run([*command, "-x", "c++", "-E", "-v", "-"], input="", capture_output=True,
                              text=True, timeout=60).stderr
     except (OSError, subprocess.SubprocessError):
         return ()
@@ -516,6 +680,10 @@ _USER_CONTEXT = re.compile(
     r"^(?:In file included from |\s+from )?(?P<file>[^:\n]+?):(?P<line>\d+)(?::\d+)?[:,]\s*(?:required from|$)")
 _MACRO_EXPANSION = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):\d+: note: in expansion of macro")
 _NOTE = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):(?:\d+:)? note: (?P<msg>.*)$")
+# clang's notes after an error in a template: where it was instantiated from (g++ says so before it)
+_REQUESTED_HERE = re.compile(r"^(?P<file>[^:\n]+?):(?P<line>\d+):\d+: note: in instantiation of .* requested here$")
+# clang names the condition of a failed static_assert; g++ gives its message only
+_STATIC_ASSERT_CONDITION = re.compile(r"^static assertion failed due to requirement '.*?': ")
 _EXCERPT = re.compile(r"^\s*\d*\s+\|")  # g++'s quote of a source line, its caret and fix-it lines
 _COLUMN = re.compile(r"^[^:\n]+?:\d+:(?P<column>\d+): ")
 _FIX_IT = re.compile(r"^\s+\|")  # the caret line, or a suggested replacement under it
@@ -530,6 +698,9 @@ _CUDA_NAMES = {
     "::pmpp::detail::grid_dim()": "gridDim",
 }
 _ENGINE_NAME = re.compile(r"pmpp|PMPP|__tsan|__sanitizer")
+# A symbol no library defines, as GNU ld, LLVM's lld and Apple's linker say it.
+_UNDEFINED = re.compile(r"undefined reference to [`'‘](.+?)['’]|undefined symbol: (.+?)$"
+                        r'|^\s+"(.+?)", referenced from:', re.M)
 _SUGGESTION = re.compile(r"; did you mean [‘'`](?P<name>[^’'`]+)[’'`]\?")
 
 
@@ -543,24 +714,29 @@ def cuda_names(text):
 
 
 def _is_internal(path):
-    """True for our shim headers, system headers and the generated source file."""
+    """True for our shim headers, system headers (the compiler's own too, such as zig's libc++) and
+    the generated source file."""
     p = path.strip()
     return (p.startswith(str(INCLUDE_DIR)) or p.startswith("/usr/") or p.startswith("<")
+            or p.startswith(tuple(d + "/" for d in _system_include_dirs()))
             or Path(p).name.startswith("mod-") and p.endswith(".cpp"))
 
 
 def _user_location(lines, idx, file, line):
     """Where in the user's code an error in one of the engine's headers comes from: the outermost
     macro expansion after it, else the instantiation or #include that led to it."""
-    expansion = None
+    expansion = requested = None
     for nxt in lines[idx + 1:]:
         if _DIAGNOSTIC.match(nxt):
             break
         e = _MACRO_EXPANSION.match(nxt)
         if e and not _is_internal(e.group("file")):
             expansion = e.group("file"), int(e.group("line"))
-    if expansion:
-        return expansion
+        r = _REQUESTED_HERE.match(nxt)
+        if r and not requested and not _is_internal(r.group("file")):
+            requested = r.group("file"), int(r.group("line"))
+    if expansion or requested:
+        return expansion or requested
     for prev in reversed(lines[:idx]):
         if _DIAGNOSTIC.match(prev):
             break
@@ -599,14 +775,48 @@ def _error_notes(lines, start):
             continue
         note = _NOTE.match(text)
         keep_quote = False
-        if not note:
+        if not note or _REQUESTED_HERE.match(text):
             continue                      # context: "In file included from", "In function ..."
         if not _is_internal(note.group("file")):
             out.append(text)
             keep_quote = True
-        elif not _ENGINE_NAME.search(cuda_names(note.group("msg"))):
+        elif not _ENGINE_NAME.search(cuda_names(note.group("msg"))) and f"note: {note.group('msg')}" not in out:
             out.append(f"note: {note.group('msg')}")
     return out
+
+
+_UNDECLARED = re.compile(r"^use of undeclared identifier '(?P<name>\w+)'$")
+
+
+@functools.lru_cache(maxsize=None)
+def _prelude_cuda_names():
+    """The CUDA names the prelude defines (functions, macros and built-in variables)."""
+    text = (INCLUDE_DIR / "pmpp_cuda.h").read_text()
+    names = set(re.findall(r"\b((?:__|atomic)[A-Za-z]\w*)\s*\(", text)) | set(_CUDA_NAMES.values())
+    builtin = ("__builtin", "__attribute", "__atomic", "__has", "__typeof")
+    return sorted(n for n in names if not (_ENGINE_NAME.search(n) or n.startswith(builtin) or n.endswith("__")))
+
+
+def _suggest_cuda_name(msg):
+    """clang's "use of undeclared identifier" with the CUDA name it is close to, where clang made no
+    suggestion (zig's clang turns spelling suggestions off): "did you mean '__syncthreads'?"."""
+    m = _UNDECLARED.match(msg)
+    close = m and difflib.get_close_matches(m.group("name"), _prelude_cuda_names(), n=1, cutoff=0.8)
+    return f"{msg}; did you mean '{close[0]}'?" if close else msg
+
+
+def _as_gcc_says(msg, diagnostic):
+    """clang's wording of an #error or a failed static_assert in the engine's headers, as g++ puts
+    it: "#error ..." (clang leaves the directive out) and "static assertion failed: ..."."""
+    msg = _STATIC_ASSERT_CONDITION.sub("static assertion failed: ", msg)
+    file, line = diagnostic.group("file"), int(diagnostic.group("line"))
+    if msg.startswith("#error") or not file.startswith(str(INCLUDE_DIR)):
+        return msg
+    try:
+        code = Path(file).read_text().splitlines()[line - 1]
+    except (OSError, IndexError):
+        return msg
+    return f"#error {msg}" if re.match(r"\s*#\s*error\b", code) else msg
 
 
 def compile_error(log, filename, names, n_kernel_names, source=None):
@@ -618,7 +828,8 @@ def compile_error(log, filename, names, n_kernel_names, source=None):
         m = _DIAGNOSTIC.match(text)
         if not m:
             continue
-        file, line, msg = m.group("file"), int(m.group("line")), m.group("msg").strip()
+        file, line = m.group("file"), int(m.group("line"))
+        msg = _suggest_cuda_name(_as_gcc_says(m.group("msg").strip(), m))
         if file == _source.REGISTRATION_FILE:
             entry = line - 2
             name = names[entry] if 0 <= entry < len(names) else "?"
@@ -642,44 +853,29 @@ def compile_error(log, filename, names, n_kernel_names, source=None):
         if more:
             message += f"\n(and {more} more error{'s' if more > 1 else ''} after this one)"
         return CompileError(cuda_names(message), filename=file, line=line, log=log)
-    m = re.search(r"undefined reference to [`'‘](.+?)['’]", log)
+    m = _UNDEFINED.search(log)
     if m:
-        return CompileError(f"{filename}: {m.group(1)} is used but never defined (pmpp's CPU engine "
+        symbol = next(filter(None, m.groups()))
+        return CompileError(f"{filename}: {symbol} is used but never defined (pmpp's CPU engine "
                             f"links each .cu file on its own: define it in this file or a header it "
                             f"includes)", filename=filename, log=log)
-    return CompileError(f"{filename}: g++ failed:\n{cuda_names(log)}", filename=filename, log=log)
+    return CompileError(f"{filename}: {cxx().name} failed:\n{cuda_names(log)}", filename=filename, log=log)
 
 
 def source_locations(library, offsets):
     """``{offset: (file, line)}`` for code addresses of a module (offsets from its load address,
     each just past the instruction, as return addresses are): the innermost source location in the
     user's files, so that an access inlined from the prelude names the kernel line that made it.
-    Offsets that have no line are left out."""
-    offsets = sorted(set(int(o) for o in offsets))
-    addr2line = shutil.which("addr2line")
-    if not offsets or not addr2line:
-        return {}
-    try:
-        out = subprocess.run([addr2line, "-i", "-a", "-e", str(library), *(f"0x{o - 1:x}" for o in offsets)],
-                             capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    frames, found = {}, {}
-    current = None
-    for text in out.splitlines():
-        if text.startswith("0x"):
-            current = int(text, 16) + 1
-            frames[current] = []
-        elif current is not None:
-            frames[current].append(re.sub(r"\s*\(discriminator \d+\)", "", text).strip())
-    for offset, chain in frames.items():
-        for frame in chain:
-            file, _, line = frame.rpartition(":")
-            if not file or file.startswith("??") or not line.isdigit() or _is_internal(file):
+    Offsets that have no line are left out. Read from the module's DWARF (see lines.py)."""
+    from . import lines
+    found = {}
+    for before, chain in lines.frames(library, {int(o) - 1 for o in offsets}).items():
+        for file, line in chain:
+            if _is_internal(file):
                 continue
             if file.startswith(DEBUG_PREFIX + "/"):
                 file = file[len(DEBUG_PREFIX) + 1:]
-            found[offset] = (file, int(line))
+            found[before + 1] = (file, line)
             break
     return found
 

@@ -12,25 +12,29 @@ Requests:
   ("init", runtime_path, nthreads, private_dir, sandbox) -> ("ok", pid, containment)
   ("load", module_id, library_path, constants)         -> ("ok", {kernel: [param sizes]})
   ("symbol", module_id, name, data)                    -> ("ok",) | ("missing",) | ("too_big", size)
-  ("launch", module_id, kernel, grid, block, shared_mem, check, specs, sample)
+  ("launch", module_id, kernel, grid, block, shared_mem, check, specs, sample, limits)
                                                        -> ("ok", counts) | ("error", kind, message)
   constants: ((name, element size, element type), ...) of the module's __constant__ variables
   specs: ("array", arena_offset, nbytes, itemsize, dtype, name, writable) | ("alias", arg_index)
          | ("scalar", bytes)
   sample: None, or (block, warp) for a count build: counters are collected, every access of that
   warp is kept, and counts is {"summary": {...}, "rows": [{...}], "samples": [{...}]} (else None)
+  limits: None (the engine's own), or (threads, shared bytes, name) per block of a target GPU
   sandbox: None, or the settings of a contained worker (sandbox.init_settings): once the runtime
   is loaded it works in private_dir under limits and a seccomp filter (see sandbox.py), and
   containment is (contained, how or why not); else containment is None
 Replies carry plain values only (the parent refuses anything else), and error messages keep the
-runtime's {{pc:...}} markers, which the parent turns into source lines: a contained worker cannot
-run addr2line.
+runtime's {{pc:...}} markers, which the parent turns into source lines (lines.py reads the
+module's debug information there, outside a contained worker's limits).
 """
 
 import ctypes
 import mmap
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 
@@ -53,7 +57,9 @@ class LaunchDesc(ctypes.Structure):
                 ("shared_mem", ctypes.c_uint64), ("check", ctypes.c_int32), ("nthreads", ctypes.c_int32),
                 ("kernel_name", ctypes.c_char_p), ("nregions", ctypes.c_int32),
                 ("regions", ctypes.c_void_p), ("count", ctypes.c_int32), ("sample_warp", ctypes.c_uint32),
-                ("sample_block", ctypes.c_uint64), ("error_kind", ctypes.c_int32),
+                ("sample_block", ctypes.c_uint64), ("max_shared_per_block", ctypes.c_uint64),
+                ("max_threads_per_block", ctypes.c_uint32), ("target", ctypes.c_char_p),
+                ("error_kind", ctypes.c_int32),
                 ("error_msg", ctypes.c_char * 4096)]
 
 
@@ -149,7 +155,7 @@ class Worker:
         ctypes.memmove(addr.value, data, len(data))
         return ("ok",)
 
-    def do_launch(self, module_id, kernel, grid, block, shared_mem, check, specs, sample=None):
+    def do_launch(self, module_id, kernel, grid, block, shared_mem, check, specs, sample=None, limits=None):
         _, kernels, constants = self.modules[module_id]
         thunk, sizes = kernels[kernel]
         n = len(specs)
@@ -195,6 +201,9 @@ class Worker:
         desc.kernel_name = kernel.encode()
         desc.nregions = nregions
         desc.regions = ctypes.cast(regions, ctypes.c_void_p)
+        if limits is not None:
+            desc.max_threads_per_block, desc.max_shared_per_block = int(limits[0]), int(limits[1])
+            desc.target = limits[2].encode()
         if sample is not None:
             desc.count = 1
             desc.sample_block, desc.sample_warp = int(sample[0]), int(sample[1])
@@ -221,12 +230,25 @@ class Worker:
 
 
 def _die_with_parent():
-    """A kernel stuck in a loop must not outlive the notebook that launched it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except (OSError, AttributeError):
-        pass
+    """A kernel stuck in a loop must not outlive the notebook that launched it: Linux sends this
+    process SIGKILL when its parent dies (PR_SET_PDEATHSIG); elsewhere (macOS has no such
+    setting) a thread watches for the parent to go, since a stuck launch never reads the pipe."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(1, 9) == 0:  # PR_SET_PDEATHSIG, SIGKILL
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_kill_when_orphaned, args=(os.getppid(),), daemon=True,
+                     name="pmpp-parent-watch").start()
+
+
+def _kill_when_orphaned(parent, interval=0.5):
+    """SIGKILL this process once its parent is gone (it is then re-parented, to launchd or init)."""
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv):

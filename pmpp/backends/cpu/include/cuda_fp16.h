@@ -133,8 +133,21 @@ static inline __half __hadd(__half a, __half b) { return __half(float(a) + float
 static inline __half __hsub(__half a, __half b) { return __half(float(a) - float(b)); }
 static inline __half __hmul(__half a, __half b) { return __half(float(a) * float(b)); }
 static inline __half __hdiv(__half a, __half b) { return __half(float(a) / float(b)); }
-static inline __half __hfma(__half a, __half b, __half c) {
-    return __half(float(double(float(a)) * double(float(b)) + double(float(c))));
+// double -> float rounded to odd (an inexact result keeps its last bit set): rounding that float
+// to half then gives the half nearest the double, as one rounding would; rounding to nearest twice
+// would not (a float exactly halfway between two halves rounds to even, the double may not be).
+static inline float __pmpp_float_round_to_odd(double x) {
+    float f = float(x);
+    if (double(f) == x) return f;
+    unsigned int bits;
+    __builtin_memcpy(&bits, &f, sizeof bits);
+    if ((double(f) < 0 ? -double(f) : double(f)) > (x < 0 ? -x : x)) bits -= 1;   // toward zero
+    bits |= 1u;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
+static inline __half __hfma(__half a, __half b, __half c) {   // a * b is exact in double
+    return __half(__pmpp_float_round_to_odd(double(float(a)) * double(float(b)) + double(float(c))));
 }
 static inline __half __hneg(__half a) { return __half(__half_raw{(unsigned short)(a.__x ^ 0x8000u)}); }
 static inline __half __habs(__half a) { return __half(__half_raw{(unsigned short)(a.__x & 0x7fffu)}); }

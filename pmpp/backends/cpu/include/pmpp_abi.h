@@ -116,6 +116,11 @@ typedef struct pmpp_launch_desc {
     int32_t count;         /* count builds: collect counters (pmpp_count_result) */
     uint32_t sample_warp;  /* ... and keep every access of this warp of block sample_block */
     uint64_t sample_block;
+    /* The limits of the GPU chosen to check launches against (PMPP_TARGET): 0 and NULL for the
+     * engine's own, the H100's. target names the GPU in messages, e.g. "sm_75 (T4)". */
+    uint64_t max_shared_per_block; /* static + dynamic bytes, the opt-in maximum */
+    uint32_t max_threads_per_block;
+    const char *target;
     /* out */
     int32_t error_kind;
     char error_msg[PMPP_ERROR_MSG_LEN];

@@ -43,15 +43,22 @@
 #ifndef PMPP_NOCOV
 #define PMPP_NOCOV
 #endif
+// clang instruments atomics even in a no_sanitize("thread") function (they would be checked and
+// counted twice); disable_sanitizer_instrumentation leaves all of it out.
+#if defined(__has_attribute) && __has_attribute(disable_sanitizer_instrumentation)
+#define PMPP_NO_TSAN no_sanitize("thread"), disable_sanitizer_instrumentation
+#else
+#define PMPP_NO_TSAN no_sanitize("thread")
+#endif
 #if PMPP_COUNT
-#define PMPP_UNCOUNTED __attribute__((no_sanitize("thread"), noinline)) PMPP_NOCOV
+#define PMPP_UNCOUNTED __attribute__((PMPP_NO_TSAN, noinline)) PMPP_NOCOV
 #else
 #define PMPP_UNCOUNTED
 #endif
 
 #if PMPP_CHECK
-#define PMPP_NOSAN __attribute__((no_sanitize("thread"))) PMPP_NOCOV
-#define PMPP_ATOMIC_FN inline __attribute__((no_sanitize("thread"), noinline)) PMPP_NOCOV
+#define PMPP_NOSAN __attribute__((PMPP_NO_TSAN)) PMPP_NOCOV
+#define PMPP_ATOMIC_FN inline __attribute__((PMPP_NO_TSAN, noinline)) PMPP_NOCOV
 #define PMPP_ATOMIC_CHECK(p) \
     pmpp_check_atomic((const void *)(p), sizeof(*(p)), __builtin_return_address(0))
 #else
@@ -515,7 +522,11 @@ static inline float fdividef(float a, float b) { return a / b; }
 namespace pmpp {
 namespace fast {
 inline float expf_(float x) { return expf(x); }
+#ifdef __APPLE__
+inline float exp10f_(float x) { return __exp10f(x); }  // macOS's name for the GNU exp10f
+#else
 inline float exp10f_(float x) { return exp10f(x); }
+#endif
 inline float logf_(float x) { return logf(x); }
 inline float log2f_(float x) { return log2f(x); }
 inline float log10f_(float x) { return log10f(x); }

@@ -32,8 +32,14 @@
 
 #include <boost/context/detail/fcontext.hpp>
 #include <dlfcn.h>
-#include <link.h>
 #include <sys/mman.h>
+#ifdef __APPLE__
+#include <mach-o/dyld.h>
+#include <mach-o/loader.h>
+#include <mach-o/nlist.h>
+#else
+#include <link.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +66,7 @@ namespace {
 constexpr uint32_t kMaxThreads = 1024;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // CUDA's limit for static __shared__
 constexpr size_t kSharedLimit = 227 * 1024;       // most shared memory a block can have (H100)
+constexpr const char *kOwnTarget = "sm_90 (H100)"; // whose limits those are
 constexpr size_t kRedZone = 128;                  // checked builds: gap around __shared__ arrays
 constexpr size_t kArenaCap = 512 * 1024;
 constexpr int kMaxSlots = 256;
@@ -226,7 +233,7 @@ std::string fmt(const char *f, ...) {
 
 std::string coord(const pmpp_dim &d) { return fmt("(%u,%u,%u)", d.x, d.y, d.z); }
 
-// A code address as a marker the Python side turns into "file.cu:line" (addr2line).
+// A code address as a marker the Python side turns into "file.cu:line" (lines.py).
 std::string pc_marker(uintptr_t pc) {
     Dl_info info;
     if (pc && dladdr(reinterpret_cast<void *>(pc - 1), &info) && info.dli_fname)
@@ -1648,6 +1655,13 @@ size_t stack_size() {
     return g_stack_size;
 }
 
+// Linux's hint that a mapping is a stack; macOS has none (a plain anonymous mapping serves).
+#ifdef MAP_STACK
+constexpr int kStackMapFlag = MAP_STACK;
+#else
+constexpr int kStackMapFlag = 0;
+#endif
+
 // Fiber stacks: one mapping per OS-thread slot, reused by every block, lazily committed
 // (MAP_NORESERVE), with a PROT_NONE guard page below each stack so an overflow faults.
 // A switch touches the top of the next fiber's stack; stacks a power-of-two apart would put all
@@ -1664,7 +1678,7 @@ bool prepare(Worker *w, Launch *L) {
         void *a = mmap(nullptr, kArenaCap, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         void *st = mmap(nullptr, stride * kMaxThreads, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | kStackMapFlag, -1, 0);
         if (!w->fibers || a == MAP_FAILED || st == MAP_FAILED) return false;
         w->arena = static_cast<char *>(a);
         w->sites.reserve(64);
@@ -1718,6 +1732,9 @@ void worker_main(Launch *L, int slot) {
     pmpp_cur = nullptr;
 }
 
+// The kernel module's loaded segments (its code, constants and globals), for the bounds checks
+// and for code offsets: program headers on ELF, segment load commands on Mach-O.
+#ifndef __APPLE__
 int collect_segment(struct dl_phdr_info *info, size_t, void *data) {
     auto *L = static_cast<Launch *>(data);
     Dl_info di;
@@ -1732,6 +1749,81 @@ int collect_segment(struct dl_phdr_info *info, size_t, void *data) {
     }
     return 1;
 }
+
+void collect_segments(Launch *L) { dl_iterate_phdr(collect_segment, L); }
+#else
+// A loaded Mach-O image (macOS is 64-bit only): its header and the slide dyld loaded it at.
+struct MachImage {
+    const mach_header_64 *header = nullptr;
+    intptr_t slide = 0;
+};
+
+MachImage image_containing(const void *addr) {
+    Dl_info info;
+    if (!addr || !dladdr(addr, &info)) return {};
+    for (uint32_t i = 0, n = _dyld_image_count(); i < n; ++i)
+        if (_dyld_get_image_header(i) == info.dli_fbase)
+            return {static_cast<const mach_header_64 *>(info.dli_fbase), _dyld_get_image_vmaddr_slide(i)};
+    return {};
+}
+
+template <class Visit>
+void for_each_load_command(const mach_header_64 *h, Visit visit) {
+    const char *p = reinterpret_cast<const char *>(h + 1);
+    for (uint32_t i = 0; i < h->ncmds; ++i) {
+        const auto *lc = reinterpret_cast<const load_command *>(p);
+        visit(lc);
+        p += lc->cmdsize;
+    }
+}
+
+bool segment_named(const segment_command_64 &seg, const char *name) {
+    return strncmp(seg.segname, name, sizeof seg.segname) == 0;
+}
+
+void collect_segments(Launch *L) {
+    const MachImage img = image_containing(reinterpret_cast<void *>(L->d->thunk));
+    if (!img.header) return;
+    for_each_load_command(img.header, [&](const load_command *lc) {
+        if (lc->cmd != LC_SEGMENT_64) return;
+        const auto &seg = *reinterpret_cast<const segment_command_64 *>(lc);
+        // __PAGEZERO maps nothing; __LINKEDIT holds the symbol tables, no program data
+        if (seg.initprot == VM_PROT_NONE || segment_named(seg, SEG_LINKEDIT)) return;
+        L->segs.emplace_back(seg.vmaddr + img.slide, seg.vmaddr + img.slide + seg.vmsize);
+    });
+}
+
+// Mach-O's symbol table has no sizes (nlist_64 is name, type, section and address). A variable's
+// size is taken as the distance from its address to the next symbol of the image that follows it
+// in the same section, or to the section's end: exact for variables laid out back to back, and
+// an upper bound, by the next variable's alignment padding, otherwise.
+uint64_t symbol_extent(const MachImage &img, uintptr_t addr) {
+    const symtab_command *symtab = nullptr;
+    const segment_command_64 *linkedit = nullptr;
+    uintptr_t end = 0;
+    for_each_load_command(img.header, [&](const load_command *lc) {
+        if (lc->cmd == LC_SYMTAB) symtab = reinterpret_cast<const symtab_command *>(lc);
+        if (lc->cmd != LC_SEGMENT_64) return;
+        const auto *seg = reinterpret_cast<const segment_command_64 *>(lc);
+        if (segment_named(*seg, SEG_LINKEDIT)) linkedit = seg;
+        const auto *sect = reinterpret_cast<const section_64 *>(seg + 1);
+        for (uint32_t k = 0; k < seg->nsects; ++k) {
+            const uintptr_t lo = sect[k].addr + img.slide;
+            if (addr >= lo && addr < lo + sect[k].size) end = lo + sect[k].size;
+        }
+    });
+    if (!symtab || !linkedit || !end) return 0;
+    const char *linkedit_base =
+        reinterpret_cast<const char *>(linkedit->vmaddr + img.slide - linkedit->fileoff);
+    const auto *syms = reinterpret_cast<const nlist_64 *>(linkedit_base + symtab->symoff);
+    for (uint32_t i = 0; i < symtab->nsyms; ++i) {
+        if ((syms[i].n_type & N_STAB) || (syms[i].n_type & N_TYPE) != N_SECT) continue;
+        const uintptr_t a = syms[i].n_value + img.slide;
+        if (a > addr && a < end) end = a;
+    }
+    return end - addr;
+}
+#endif
 
 // ---- checked builds: bounds and races -------------------------------------------------------
 
@@ -2182,6 +2274,18 @@ uint32_t pmpp_activemask(void) {
     return f->w->warps[f->warp].live;
 }
 
+// The limits a launch is checked against: the chosen target's (PMPP_TARGET), else the H100's.
+static size_t shared_limit(const pmpp_launch_desc *d) {
+    return d->max_shared_per_block ? d->max_shared_per_block : kSharedLimit;
+}
+static uint32_t threads_limit(const pmpp_launch_desc *d) {
+    return d->max_threads_per_block ? d->max_threads_per_block : kMaxThreads;
+}
+static const char *target_name(const pmpp_launch_desc *d) { return d->target ? d->target : kOwnTarget; }
+static std::string kib(size_t bytes) {
+    return bytes % 1024 ? fmt("%zu bytes", bytes) : fmt("%zu KiB", bytes / 1024);
+}
+
 void *pmpp_shared_var(const void *site, size_t size, size_t align, const char *name,
                       size_t elem_size, const char *elem_type, int rank, const uint32_t *extents) {
     Fiber *f = cur_fiber();
@@ -2199,12 +2303,12 @@ void *pmpp_shared_var(const void *site, size_t size, size_t align, const char *n
                        "bytes once '%s' is added); CUDA allows at most 49152 bytes per block: "
                        "use smaller tiles, or dynamic shared memory (extern __shared__)",
                        kname(L), w->static_bytes, name));
-    if (off + size + rz > kArenaCap || w->static_bytes + w->dyn_size > kSharedLimit)
+    if (off + size + rz > kArenaCap || w->static_bytes + w->dyn_size > shared_limit(L->d))
         fiber_fail(f, PMPP_ERR_LIMIT,
-                   fmt("kernel '%s' uses %zu bytes of shared memory (%zu static + %zu dynamic); "
-                       "a block can have at most %zu",
-                       kname(L), w->static_bytes + w->dyn_size, w->static_bytes, w->dyn_size,
-                       kSharedLimit));
+                   fmt("kernel '%s' uses %s of shared memory per block (%zu bytes static + %zu "
+                       "dynamic); %s allows at most %s: use a smaller tile",
+                       kname(L), kib(w->static_bytes + w->dyn_size).c_str(), w->static_bytes,
+                       w->dyn_size, target_name(L->d), kib(shared_limit(L->d)).c_str()));
     char *p = w->arena + off;
     w->arena_used = off + size;
     w->sites.push_back({site, p});
@@ -2269,22 +2373,24 @@ int pmpp_launch(pmpp_launch_desc *d) {
     L.nblocks = uint64_t(L.gx) * L.gy * L.gz;
     L.check = d->check != 0;
     L.count = d->count != 0;
-    if (nthr == 0 || nthr > kMaxThreads) {
+    if (nthr == 0 || nthr > threads_limit(d)) {
         report(&L, PMPP_ERR_LIMIT,
-               fmt("a block of %llu threads: CUDA allows 1 to 1024 threads per block",
-                   (unsigned long long)nthr));
+               fmt("kernel '%s': a block of %llu threads; %s allows 1 to %u threads per block: "
+                   "use smaller blocks (and more of them)",
+                   kname(&L), (unsigned long long)nthr, target_name(d), threads_limit(d)));
         return d->error_kind;
     }
-    if (d->shared_mem > kSharedLimit) {
+    if (d->shared_mem > shared_limit(d)) {
         report(&L, PMPP_ERR_LIMIT,
-               fmt("%llu bytes of dynamic shared memory requested; a block can have at most %zu",
-                   (unsigned long long)d->shared_mem, kSharedLimit));
+               fmt("kernel '%s' asks for %s of dynamic shared memory per block; %s allows at "
+                   "most %s: use a smaller tile",
+                   kname(&L), kib(d->shared_mem).c_str(), target_name(d), kib(shared_limit(d)).c_str()));
         return d->error_kind;
     }
     L.nthr = uint32_t(nthr);
     if (L.count) g_count = CountResult{};
     if (L.nblocks == 0) return PMPP_OK;
-    if (L.check || L.count) dl_iterate_phdr(collect_segment, &L);
+    if (L.check || L.count) collect_segments(&L);
     const int nt = int(std::min<uint64_t>(std::max(1, std::min(d->nthreads, kMaxSlots)),
                                           L.nblocks));
     if (L.check) setup_global_shadow(&L);
@@ -2298,6 +2404,25 @@ int pmpp_launch(pmpp_launch_desc *d) {
     return d->error_kind;
 }
 
+#ifdef __APPLE__
+int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size) {
+    dlerror();
+    void *p = dlsym(handle, name);
+    if (!p) return 0;
+    // dlsym also searches the libraries the module uses; pmpp_module_kernel_count, which every
+    // module defines (source.py's kernel table) and nothing else does, marks the module's image
+    void *own = dlsym(handle, "pmpp_module_kernel_count");
+    Dl_info of_module, of_symbol;
+    if (!own || !dladdr(own, &of_module) || !dladdr(p, &of_symbol) ||
+        of_module.dli_fbase != of_symbol.dli_fbase)
+        return 0;
+    const MachImage img = image_containing(p);
+    if (!img.header) return 0;
+    *addr = p;
+    *size = symbol_extent(img, uintptr_t(p));
+    return 1;
+}
+#else
 int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size) {
     dlerror();
     void *p = dlsym(handle, name);
@@ -2313,6 +2438,7 @@ int pmpp_symbol(void *handle, const char *name, void **addr, uint64_t *size) {
     *size = sym ? sym->st_size : 0;
     return 1;
 }
+#endif
 
 const char *pmpp_runtime_version(void) { return "pmpp-cpu-runtime 1"; }
 
@@ -2363,6 +2489,25 @@ __attribute__((noinline)) void __tsan_read_range(void *a, size_t n) {
 }
 __attribute__((noinline)) void __tsan_write_range(void *a, size_t n) {
     check_access(uintptr_t(a), n, true, PMPP_PC, ACCESS_PLAIN);
+}
+// clang turns a copy of a 16-byte struct (a float4) into memcpy and instruments it as these calls.
+__attribute__((noinline)) void *__tsan_memcpy(void *d, const void *s, size_t n) {
+    if (n) {
+        check_access(uintptr_t(s), n, false, PMPP_PC, ACCESS_PLAIN);
+        check_access(uintptr_t(d), n, true, PMPP_PC, ACCESS_PLAIN);
+    }
+    return memcpy(d, s, n);
+}
+__attribute__((noinline)) void *__tsan_memmove(void *d, const void *s, size_t n) {
+    if (n) {
+        check_access(uintptr_t(s), n, false, PMPP_PC, ACCESS_PLAIN);
+        check_access(uintptr_t(d), n, true, PMPP_PC, ACCESS_PLAIN);
+    }
+    return memmove(d, s, n);
+}
+__attribute__((noinline)) void *__tsan_memset(void *d, int c, size_t n) {
+    if (n) check_access(uintptr_t(d), n, true, PMPP_PC, ACCESS_PLAIN);
+    return memset(d, c, n);
 }
 void __tsan_init(void) {}
 void __tsan_func_entry(void *) {}
