@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto", help="auto (default), cupy or cpu")
     p.add_argument("--n", type=int, help="problem size (default: the chapter's size for the backend)")
     p.add_argument("--variants", nargs="*", help="only these variants (names or numbers)")
+    p.add_argument("--torch", action="store_true",
+                   help="also time the PyTorch routines on a GPU (importing PyTorch takes seconds)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="measure on the GPU and record the results as JSON")
@@ -98,11 +100,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--student", metavar="DIR", help="the same as DIR")
     p.add_argument("--with-solution", action="append", default=[], metavar="EXERCISE",
                    help="release this exercise's solution too (repeatable), e.g. after its deadline")
+    p.add_argument("--url", default="", metavar="GIT_URL",
+                   help="the git URL students clone the release from: written into each notebook's setup "
+                        "cell, so that on Colab or Kaggle it installs the workbook by itself")
     p.set_defaults(func=cmd_release)
 
-    p = sub.add_parser("check-kernels", help="compile every kernel with nvcc; registers, shared memory, spills")
+    p = sub.add_parser("check-kernels", help="compile every kernel with nvcc for each GPU from the T4 to the "
+                                             "H100; registers, shared memory, spills")
     p.add_argument("chapter", nargs="*", help="chapters (default: all)")
-    p.add_argument("--arch", nargs="+", default=["sm_80", "sm_90"])
+    p.add_argument("--arch", nargs="+", help="archs to compile for (default: sm_75 sm_80 sm_86 sm_89 sm_90)")
     p.set_defaults(func=cmd_check_kernels)
     return parser
 
@@ -129,36 +135,41 @@ def _problem(chapter, backend, n):
 
 
 def cmd_run(args) -> int:
-    from .runner import format_table, measure, split_stubs, verify
+    from .progress import progress
+    from .runner import QUICK_REPEATS, format_table, measure, split_stubs
     backend = resolve_backend(args.backend)
-    print(backend_info(backend))
-    failed, stubs = [], 0
-    for chapter in _chapters(args.chapter):
-        problem = _problem(chapter, backend, args.n)
-        print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
-        variants = [chapter.variant(v) for v in args.variants] if args.variants else chapter.variants
-        variants, notes = split_stubs(chapter, variants)
-        for note in notes:
-            print(f"  {note}")
-        stubs += len(notes)
-        if not variants:
-            continue
-        failed += _verify_sizes(chapter, variants, backend, verify)
-        entries = measure(chapter, backend=backend, problem=problem,
-                          variants=[v.name for v in variants])
-        print(format_table(entries))
-        for e in entries:
-            if not e["correct"] and _racy(chapter, e["name"]):
-                print(f"  {e['name']}: wrong, as expected - a teaching example of a bug "
-                      "(pmpp.load(..., check=True) names it)")
-        failed += [f"{chapter.name}/{e['name']}" for e in entries
-                   if not e["correct"] and not _racy(chapter, e["name"])]
+    print(backend_info(backend), flush=True)
+    plan = [(chapter, *split_stubs(chapter, [chapter.variant(v) for v in args.variants]
+                                   if args.variants else chapter.variants))
+            for chapter in _chapters(args.chapter)]
+    failed, stubs, not_run = [], 0, 0
+    with progress(sum(len(variants) + len(chapter.library) for chapter, variants, _ in plan), "pmpp run") as bar:
+        for chapter, variants, notes in plan:
+            problem = _problem(chapter, backend, args.n)
+            bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+            for note in notes:
+                bar.print(f"  {note}")
+            stubs += len(notes)
+            if not variants:
+                continue
+            failed += _verify_sizes(chapter, variants, backend, bar)
+            entries = measure(chapter, backend=backend, problem=problem, variants=variants, skipped=True,
+                              repeats=QUICK_REPEATS[backend], torch=args.torch, progress=bar)
+            bar.print(format_table(entries))
+            not_run += sum(1 for e in entries if e.get("skipped") and e["kind"] == "variant")
+            for e in entries:
+                if e["correct"] is False and _racy(chapter, e["name"]):
+                    bar.print(f"  {e['name']}: wrong, as expected - a teaching example of a bug "
+                              "(pmpp.load(..., check=True) names it)")
+            failed += [f"{chapter.name}/{e['name']}" for e in entries
+                       if e["correct"] is False and not _racy(chapter, e["name"])]
     if backend == "cpu":
         print("\nTimes above are CPU-engine times: they check the kernels, not GPU performance.")
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
     print("\nEvery variant matched the reference (the teaching examples of bugs aside)"
+          + (f"; {not_run} cannot run here (above, with the reason)" if not_run else "")
           + (f"; {stubs} not implemented yet (above)." if stubs else "."))
     return 0
 
@@ -167,17 +178,21 @@ def _racy(chapter, name) -> bool:
     return any(v.name == name and v.racy for v in chapter.variants)
 
 
-def _verify_sizes(chapter, variants, backend, verify) -> list[str]:
+def _verify_sizes(chapter, variants, backend, bar=None) -> list[str]:
     """Check each variant at the chapter's awkward sizes; print and return the failures."""
+    from .progress import Quiet
+    from .runner import verify
+    bar = bar or Quiet()
     failed = []
     for variant in variants:
         for n in chapter.test_sizes:
             problem = {**chapter.problems["cpu"], "n": n}
             if not variant.supports(problem, backend):
                 continue
+            bar.note(f"{chapter.name}/{variant.name} n={n}")
             result = verify(chapter, variant, problem, backend=backend)
             if not result and not variant.racy:
-                print(f"  {variant.name} at n={n}: WRONG ({result.detail or result.error})")
+                bar.print(f"  {variant.name} at n={n}: WRONG ({result.detail or result.error})")
                 failed.append(f"{chapter.name}/{variant.name}@n={n}")
     return failed
 
@@ -190,24 +205,30 @@ def _need_gpu(why: str) -> None:
 
 def cmd_bench(args) -> int:
     from .device import ceilings
+    from .progress import progress
     from .results import default_path, write_results
-    from .runner import format_table, measure_problems
+    from .runner import format_table, measure_problems, timed
     _need_gpu("pmpp bench records GPU measurements and needs a GPU; on the CPU engine use 'pmpp run' "
               "(its times are CPU times)")
     limits = ceilings()
     out = args.out or default_path()
     print(backend_info("cupy"))
-    print(f"measured ceilings: {limits}")
-    for chapter in _chapters(args.chapter):
-        def report(problem, entries, chapter=chapter):
-            print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
-            print(format_table(entries), flush=True)
+    print(f"measured ceilings: {limits}", flush=True)
+    plan = [(chapter, key, [_problem(chapter, "cupy", args.n)] if key == chapter.name else bench_set.problems,
+             bench_set.variants)
+            for chapter in _chapters(args.chapter)
+            for key, bench_set in chapter.bench_sets()[:None if args.all_problems else 1]]
+    steps = sum(len(problems) * (len(variants if variants is not None else chapter.variants) + len(chapter.library))
+                for chapter, _, problems, variants in plan)
+    with progress(steps, "pmpp bench") as bar:
+        for chapter, key, problems, variants in plan:
+            def report(problem, entries, chapter=chapter):
+                bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+                bar.print(format_table(entries))
 
-        for key, bench_set in chapter.bench_sets()[:None if args.all_problems else 1]:
-            problems = [_problem(chapter, "cupy", args.n)] if key == chapter.name else bench_set.problems
-            entries = measure_problems(chapter, problems, backend="cupy", variants=bench_set.variants,
-                                       report=report)
-            write_results(out, key, entries, limits)
+            entries = measure_problems(chapter, problems, backend="cupy", variants=variants, report=report,
+                                       skipped=True, progress=bar)
+            write_results(out, key, timed(entries), limits)
     print(f"\nwrote {out}")
     return 0
 
@@ -218,29 +239,46 @@ def cmd_profile(args) -> int:
     if args.counters:
         return cmd_profile_counters(args)
     from .profile import default_path, dram_traffic, find_ncu, write_profile
+    from .progress import progress
     _need_gpu("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine has none (the "
               "notebooks show the recorded profile from results/dram/; 'pmpp profile --cpu' counts on the CPU engine)")
     ncu = find_ncu()
     out = args.out or default_path()
-    for chapter in _chapters(args.chapter):
-        problem = _problem(chapter, "cupy", None)
-        rows = dram_traffic(chapter, problem, args.variants, ncu=ncu)
-        print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
-        for row in rows:
-            print(f"{row['variant']:32} read {row['dram_read_bytes'] / 1e6:10.1f} MB   "
-                  f"write {row['dram_write_bytes'] / 1e6:10.1f} MB", flush=True)
-        write_profile(out, chapter.name, problem, rows)
+    plan = [(chapter, _variant_names(chapter, args.variants)) for chapter in _chapters(args.chapter)]
+    with progress(sum(len(names) for _, names in plan), "pmpp profile") as bar:
+        for chapter, names in plan:
+            problem = _problem(chapter, "cupy", None)
+            rows = []
+            for name in names:
+                bar.note(f"{chapter.name}/{name}")
+                rows += dram_traffic(chapter, problem, [name], ncu=ncu)
+                bar.advance()
+            bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+            for row in rows:
+                bar.print(f"{row['variant']:32} read {row['dram_read_bytes'] / 1e6:10.1f} MB   "
+                          f"write {row['dram_write_bytes'] / 1e6:10.1f} MB")
+            write_profile(out, chapter.name, problem, rows)
     print(f"\nwrote {out}")
     return 0
 
 
+def _variant_names(chapter, wanted) -> list[str]:
+    return [chapter.variant(v).name for v in wanted] if wanted else [v.name for v in chapter.variants]
+
+
 def cmd_profile_cpu(args) -> int:
-    from .explain import chapter_table, format_chapter_table
-    for chapter in _chapters(args.chapter):
-        print(f"\n== {chapter.title}: {chapter.describe(chapter.problems['cpu'])}, counted on the CPU engine ==",
-              flush=True)
-        rows = chapter_table(chapter, args.variants)
-        print(format_chapter_table(rows), flush=True)
+    from .explain import ChapterTable, chapter_table, format_chapter_table
+    from .progress import progress
+    plan = [(chapter, _variant_names(chapter, args.variants)) for chapter in _chapters(args.chapter)]
+    with progress(sum(len(names) for _, names in plan), "pmpp profile --cpu") as bar:
+        for chapter, names in plan:
+            bar.print(f"\n== {chapter.title}: {chapter.describe(chapter.problems['cpu'])}, counted on the CPU engine ==")
+            rows = ChapterTable()
+            for name in names:
+                bar.note(f"{chapter.name}/{name}")
+                rows += chapter_table(chapter, [name])
+                bar.advance()
+            bar.print(format_chapter_table(rows))
     print("\nCounters are Nsight Compute's, counted by the CPU engine for one launch of each variant (the sum "
           "over its launches); occupancy is theoretical, from the kernel's registers and shared memory.")
     return 0
@@ -248,17 +286,22 @@ def cmd_profile_cpu(args) -> int:
 
 def cmd_profile_counters(args) -> int:
     from .ncu import default_path, find_ncu, profile_chapter, write_recording
+    from .progress import progress
     _need_gpu("pmpp profile --counters records Nsight Compute's counters on a GPU; this machine has none: "
               "'pmpp profile --cpu' counts on the CPU engine (the recording is in results/counters/)")
     ncu = find_ncu()
     out = args.out or default_path()
-    for chapter in _chapters(args.chapter):
-        recorded = profile_chapter(chapter, ncu=ncu, variants=args.variants)
-        launches = sum(len(v["launches"]) for v in recorded["variants"])
-        print(f"{chapter.name}: {len(recorded['variants'])} variants, {launches} launches"
-              f"{', skipped ' + ', '.join(recorded['skipped']) if recorded['skipped'] else ''}"
-              f"{', ncu refused ' + ', '.join(recorded['refused']) if recorded['refused'] else ''}", flush=True)
-        write_recording(out, chapter.name, recorded)
+    chosen = _chapters(args.chapter)
+    with progress(len(chosen), "pmpp profile --counters") as bar:
+        for chapter in chosen:
+            bar.note(chapter.name)
+            recorded = profile_chapter(chapter, ncu=ncu, variants=args.variants)
+            launches = sum(len(v["launches"]) for v in recorded["variants"])
+            bar.print(f"{chapter.name}: {len(recorded['variants'])} variants, {launches} launches"
+                      f"{', skipped ' + ', '.join(recorded['skipped']) if recorded['skipped'] else ''}"
+                      f"{', ncu refused ' + ', '.join(recorded['refused']) if recorded['refused'] else ''}")
+            write_recording(out, chapter.name, recorded)
+            bar.advance()
     print(f"\nwrote {out}")
     return 0
 
@@ -310,7 +353,7 @@ def cmd_release(args) -> int:
     folder = args.folder or args.student
     if not folder:
         raise PmppError("name the folder to write, e.g. pmpp release ../pmpp-student")
-    done = release(folder, solutions=args.with_solution)
+    done = release(folder, solutions=args.with_solution, workbook_url=args.url)
     released = f" but those released: {', '.join(args.with_solution)}" if args.with_solution else ""
     print(f"student release in {done.folder}: {len(done.files)} files, {len(done.changed)} written, "
           f"{len(done.removed)} removed; checked: no exercise's solution in them{released}")
@@ -318,22 +361,30 @@ def cmd_release(args) -> int:
 
 
 def cmd_check_kernels(args) -> int:
-    from .compilecheck import check_kernels, format_table
-    names = args.chapter or chapters.names()
-    rows = []
-    for arch in args.arch:
-        rows += check_kernels(kernel_targets(names, arch), archs=(arch,))
-    print(format_table(rows))
-    return 0
+    import time
+
+    from .compilecheck import FAILED, arch_summary, check_kernels, format_arch_table
+    from .targets import ARCHS
+    archs = args.arch or list(ARCHS)
+    start = time.perf_counter()
+    rows = check_kernels(kernel_targets(args.chapter or chapters.names()), archs=archs, keep_going=True)
+    print(format_arch_table(rows, archs))
+    for arch, counts in arch_summary(rows, archs).items():
+        print(f"{arch}: {counts['ok']} compiled, {counts['needs newer']} need a newer GPU, "
+              f"{counts['failed']} failed")
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 1 if any(r["status"] == FAILED for r in rows) else 0
 
 
-def kernel_targets(names, arch: str) -> list:
-    """(kernel path, defines, name expressions) of every variant of the chapters ``names`` that
-    ``arch`` (e.g. "sm_80") can run: a variant that needs sm_90 is left out for sm_80."""
-    number = int("".join(c for c in arch.split("_")[-1] if c.isdigit()))
-    return [(chapter.kernel_path(v), dict(v.defines), tuple(v.name_expressions))
-            for chapter in map(chapters.get, names) for v in chapter.variants if v.min_arch <= number]
-
+def kernel_targets(names, arch: str | None = None) -> list:
+    """(kernel path, defines, name expressions, min_arch) of every variant of the chapters
+    ``names``; with ``arch`` (e.g. "sm_80") only those it can run: one that needs sm_90 is left
+    out for sm_80."""
+    from .compilecheck import arch_number
+    number = None if arch is None else arch_number(arch)
+    return [(chapter.kernel_path(v), dict(v.defines), tuple(v.name_expressions), v.min_arch)
+            for chapter in map(chapters.get, names) for v in chapter.variants
+            if number is None or v.min_arch <= number]
 
 if __name__ == "__main__":
     sys.exit(main())

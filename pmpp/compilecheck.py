@@ -7,14 +7,21 @@ spills and barriers per kernel and architecture, read from ``nvcc -Xptxas -v``.
 Template kernels are only compiled once instantiated: for each name expression a line that takes
 its address in host code is appended to a temporary copy of the source, which makes nvcc
 instantiate it. The copy starts with a ``#line`` directive, so errors name the real file and line.
+
+``pmpp check-kernels`` checks every variant for each GPU generation of :data:`pmpp.targets.ARCHS`
+with ``keep_going=True``: a variant whose ``min_arch`` is newer than an arch gets a row saying
+so, a file that does not compile gets a row with the compiler's first error, and the rest go on.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -27,7 +34,9 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 NVCC_TIMEOUT_S = 300
 _INSTANTIATIONS = "<pmpp: template instantiations>"
 
-Target = tuple[str, Mapping[str, Any], Sequence[str]]   # (path under kernels/, defines, name expressions)
+# (path under kernels/, defines, name expressions[, min_arch: the sm_XY number the code needs, e.g. 90])
+Target = tuple[str, Mapping[str, Any], Sequence[str]] | tuple[str, Mapping[str, Any], Sequence[str], int]
+OK, NEEDS_NEWER, FAILED = "ok", "needs newer", "failed"      # a row's status
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PROPS = re.compile(r"Function properties for (\S+)")
@@ -60,20 +69,36 @@ def nvcc_available() -> bool:
     return True
 
 
-def check_kernels(targets: Iterable[Target], archs: Sequence[str] = ("sm_80", "sm_90"), *,
-                  kernels_dir: str | os.PathLike | None = None) -> list[dict]:
-    """Compile every target for every arch with ``nvcc -arch=<arch> -Xptxas -v -c`` and return one
-    row per kernel and arch: file, kernel, arch, registers, shared_bytes, stack_bytes,
-    spill_stores, spill_loads, barriers (None where this ptxas does not report them), defines."""
+def check_kernels(targets: Iterable[Target], archs: Sequence[str] | None = None, *,
+                  kernels_dir: str | os.PathLike | None = None, keep_going: bool = False) -> list[dict]:
+    """Compile every target for every arch (default: :data:`pmpp.targets.ARCHS`, sm_75 to sm_90)
+    with ``nvcc -arch=<arch> -Xptxas -v -cubin`` and return one row per kernel and arch: file,
+    kernel, arch, registers, shared_bytes, stack_bytes, spill_stores, spill_loads, barriers (None
+    where this ptxas does not report them), defines, status (``"ok"``) and reason (None).
+
+    A target whose ``min_arch`` is above an arch is not compiled for it: its row has status
+    ``"needs newer"`` and reason ``"needs sm_90"``. A target that does not compile raises
+    :class:`CompileError`, or with ``keep_going=True`` gets a row with status ``"failed"`` and the
+    compiler's first error as reason (``error`` holds the exception), and the others go on."""
+    if archs is None:
+        from pmpp.targets import ARCHS as archs
     nvcc = find_nvcc()
     base = Path(kernels_dir) if kernels_dir is not None else _default_kernels_dir()
     jobs = [(t, arch) for t in targets for arch in archs]
     workers = max(1, min(len(jobs), os.cpu_count() or 1, 8))
     with ThreadPoolExecutor(workers) as pool:
-        reports = list(pool.map(lambda job: _compile(nvcc, base, job[0], job[1]), jobs))
+        reports = list(pool.map(lambda job: _check(nvcc, base, job[0], job[1], keep_going), jobs))
     rows = [row for report in reports for row in report]
-    _demangle_rows(rows, nvcc)
+    _demangle_rows([r for r in rows if r["kernel"] is not None], nvcc)
     return rows
+
+
+def arch_number(arch: str) -> int:
+    """``"sm_75"`` -> 75, ``"sm_90a"`` -> 90."""
+    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
+    if not digits:
+        raise ValueError(f"not an arch: {arch!r}; name one as sm_XY, e.g. sm_75")
+    return int(digits)
 
 
 def _default_kernels_dir() -> Path:
@@ -84,13 +109,42 @@ def _default_kernels_dir() -> Path:
     return kernels_dir()
 
 
+def _check(nvcc: str, base: Path, target: Target, arch: str, keep_going: bool) -> list[dict]:
+    rel, defines = target[0], target[1]
+    min_arch = target[3] if len(target) > 3 else 0
+    if min_arch > arch_number(arch):
+        return [_outcome_row(rel, defines, arch, NEEDS_NEWER, f"needs sm_{min_arch}")]
+    try:
+        return _compile(nvcc, base, target, arch)
+    except (CompileError, FileNotFoundError, subprocess.TimeoutExpired) as error:
+        if not keep_going:
+            raise
+        reason = first_error_line(error).replace(f"{base.resolve()}{os.sep}", "")
+        return [_outcome_row(rel, defines, arch, FAILED, reason, error=error)]
+
+
+def _outcome_row(rel: str, defines: Mapping[str, Any], arch: str, status: str, reason: str, **extra) -> dict:
+    """The row of a target that has no kernels to report for ``arch``: not compiled, or failed."""
+    return dict(file=str(rel), kernel=None, arch=arch, registers=None, shared_bytes=None, stack_bytes=None,
+                spill_stores=None, spill_loads=None, barriers=None, defines=_defines_text(defines),
+                status=status, reason=reason, **extra)
+
+
+def first_error_line(error: BaseException) -> str:
+    """The line of a compile failure worth reading first: ``file:line: message``."""
+    if isinstance(error, subprocess.TimeoutExpired):
+        return f"nvcc took more than {NVCC_TIMEOUT_S} s"
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def _compile(nvcc: str, base: Path, target: Target, arch: str) -> list[dict]:
-    rel, defines, names = target
+    rel, defines, names = target[:3]
     src = (base / rel).resolve()
     if not src.is_file():
         raise FileNotFoundError(f"no kernel file {src} (targets name paths under {base})")
     rows = _ptxas_report(nvcc, src.read_text(), str(src), arch, defines, names, (src.parent,))
-    return [dict(file=str(rel), **row) for row in rows]
+    return [dict(file=str(rel), **row, status=OK, reason=None) for row in rows]
 
 
 def check_source(text: str, arch: str = "sm_90", *, filename: str = "<source>",
@@ -106,19 +160,80 @@ def check_source(text: str, arch: str = "sm_90", *, filename: str = "<source>",
 
 def _ptxas_report(nvcc: str, text: str, filename: str, arch: str, defines: Mapping[str, Any],
                   names: Sequence[str], include_dirs: Sequence[str | os.PathLike]) -> list[dict]:
-    """``nvcc -arch=<arch> -Xptxas -v -c`` on ``text`` (template instances added for ``names``):
-    one row per kernel, names still mangled."""
+    """``nvcc -arch=<arch> -Xptxas -v -cubin`` on ``text`` (template instances added for ``names``):
+    one row per kernel, names still mangled. A report is kept in the cache (see
+    :func:`_report_cache`), so an unchanged kernel is not compiled again."""
+    flags = [f"-arch={arch}", *(f"-I{d}" for d in include_dirs), *define_flags(defines)]
+    cached = _report_cache(nvcc, text, names, flags, include_dirs)
+    if cached is not None and cached.is_file():
+        rows = json.loads(cached.read_text())
+    else:
+        rows = _compile_report(nvcc, text, filename, names, flags)
+        _store(cached, rows)
+    return [dict(defines=_defines_text(defines), **row) for row in rows]
+
+
+def _compile_report(nvcc: str, text: str, filename: str, names: Sequence[str], flags: Sequence[str]) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="pmpp-cc-") as tmp:
         copy = Path(tmp) / (Path(filename).name if filename.endswith(".cu") else "kernel.cu")
         copy.write_text(_with_instantiations(text, filename, names))
-        cmd = [nvcc, f"-arch={arch}", "-Xptxas", "-v", "-c", str(copy), "-o", str(Path(tmp) / "k.o"),
-               *(f"-I{d}" for d in include_dirs), *define_flags(defines)]
+        # -cubin: device code only; the host compile that -c adds would double the time
+        cmd = [nvcc, "-Xptxas", "-v", "-cubin", str(copy), "-o", str(Path(tmp) / "k.cubin"), *flags]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise _name_expression_error(log, filename, names) or _compile_error(log, filename)
-    defines_text = " ".join(f[2:] if f.startswith("-D") else f for f in define_flags(defines))
-    return [dict(defines=defines_text, **row) for row in parse_ptxas(log)]
+    return parse_ptxas(log)
+
+
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def _report_cache(nvcc: str, text: str, names: Sequence[str], flags: Sequence[str],
+                  include_dirs: Sequence[str | os.PathLike]) -> Path | None:
+    """Where the report of this compile is kept: ``$PMPP_CACHE_DIR/ptxas/<key>.json``, the key a
+    digest of nvcc (path, size, time), the flags, the name expressions, the source and the
+    ``#include "..."`` files it reaches. None where nvcc cannot be looked at."""
+    try:
+        tool = Path(nvcc).resolve().stat()
+    except OSError:
+        return None
+    digest = hashlib.sha256(repr((str(Path(nvcc).resolve()), tool.st_size, tool.st_mtime_ns, list(flags),
+                                  list(names))).encode())
+    for part in _sources_reached(text, [Path(d) for d in include_dirs]):
+        digest.update(part.encode())
+    from pmpp.device import cache_dir
+    return cache_dir() / "ptxas" / f"{digest.hexdigest()[:32]}.json"
+
+
+def _sources_reached(text: str, include_dirs: Sequence[Path]) -> Iterable[str]:
+    """``text``, then the text of each local header it includes, and theirs (each once)."""
+    seen: set[Path] = set()
+    pending = [text]
+    while pending:
+        current = pending.pop()
+        yield current
+        for name in _LOCAL_INCLUDE.findall(current):
+            found = next((d / name for d in include_dirs if (d / name).is_file()), None)
+            if found is not None and found.resolve() not in seen:
+                seen.add(found.resolve())
+                pending.append(found.read_text(errors="replace"))
+
+
+def _store(path: Path | None, rows: list[dict]) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        part.write_text(json.dumps(rows))
+        part.replace(path)
+    except OSError:
+        pass                       # a cache that cannot be written is only slower
+
+
+def _defines_text(defines: Mapping[str, Any]) -> str:
+    return " ".join(f[2:] if f.startswith("-D") else f for f in define_flags(defines))
 
 
 def instantiation_source(src: Path, names: Sequence[str]) -> str:
@@ -230,17 +345,78 @@ def _local_compile_error(log: str, filename: str) -> CompileError:
 
 
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The rows as a plain-text table, one line per kernel and arch."""
+    """The rows as a plain-text table, one line per kernel and arch (and the reason where a
+    target was not compiled for an arch, or failed)."""
     show_defines = any(r.get("defines") for r in rows)
     cols = [("file", "file"), ("kernel", "kernel")] + ([("defines", "defines")] if show_defines else [])
     cols += [("arch", "arch"), ("registers", "regs"), ("shared_bytes", "smem B"), ("stack_bytes", "stack B"),
              ("spill_stores", "spill st B"), ("spill_loads", "spill ld B"), ("barriers", "barriers")]
+    cols += [("reason", "note")] if any(r.get("reason") for r in rows) else []
     table = [[h for _, h in cols]] + [["-" if r.get(k) is None else str(r.get(k)) for k, _ in cols] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-    numeric = [k not in ("file", "kernel", "defines", "arch") for k, _ in cols]
+    numeric = [k not in ("file", "kernel", "defines", "arch", "reason") for k, _ in cols]
     fmt = lambda row: "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric))
     lines = [fmt(table[0]), "  ".join("-" * w for w in widths)] + [fmt(row) for row in table[1:]]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def format_arch_table(rows: Sequence[Mapping[str, Any]], archs: Sequence[str]) -> str:
+    """The rows of :func:`check_kernels` as one table, a line per kernel and a column per arch:
+    registers per thread, static shared bytes and spills, or why there is nothing to report for
+    that arch ("needs sm_90", or "FAILED [k]" with the compiler's first error below the table)."""
+    lines, failures = _arch_grid(rows, archs)
+    header = ["file", "kernel", *archs]
+    table = [header] + lines
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    fmt = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+    out = [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(row) for row in lines]
+    out += [f"[{k}] {r['file']} ({r['arch']}): {r['reason']}" for k, r in enumerate(failures, 1)]
+    out.append("cells: registers per thread (r), static __shared__ bytes (B), spill stores+loads in bytes")
+    return "\n".join(out)
+
+
+def _arch_grid(rows: Sequence[Mapping[str, Any]], archs: Sequence[str]) -> tuple[list[list[str]], list]:
+    """(table lines, failure rows in footnote order). A target's "needs"/"failed" outcome fills
+    the arch's cell of each of its kernels (a line with kernel "-" where no arch compiled it)."""
+    kernels: dict[tuple, list[str]] = {}      # (file, defines) -> kernel names, first seen first
+    cells: dict[tuple, dict[str, str]] = {}   # (file, defines, kernel) -> {arch: cell}
+    outcomes: dict[tuple, dict[str, str]] = {}
+    failures: list = []
+    for r in rows:
+        target = (r["file"], r.get("defines", ""))
+        names = kernels.setdefault(target, [])
+        if r["kernel"] is None:
+            if r.get("status") == FAILED:
+                failures.append(r)
+                outcomes.setdefault(target, {})[r["arch"]] = f"FAILED [{len(failures)}]"
+            else:
+                outcomes.setdefault(target, {})[r["arch"]] = r["reason"]
+            continue
+        if r["kernel"] not in names:
+            names.append(r["kernel"])
+        cells.setdefault((*target, r["kernel"]), {})[r["arch"]] = _resource_cell(r)
+    lines = []
+    for target, names in kernels.items():
+        for name in names or ["-"]:
+            got = {**outcomes.get(target, {}), **cells.get((*target, name), {})}
+            lines.append([target[0], name, *(got.get(arch, "") for arch in archs)])
+    return lines, failures
+
+
+def _resource_cell(r: Mapping[str, Any]) -> str:
+    cell = f"{'-' if r['registers'] is None else r['registers']} r {r['shared_bytes']} B"
+    spilled = (r.get("spill_stores") or 0) + (r.get("spill_loads") or 0)
+    return cell + (f" spill {r['spill_stores']}+{r['spill_loads']} B" if spilled else "")
+
+
+def arch_summary(rows: Sequence[Mapping[str, Any]], archs: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per arch, how many targets (file and defines) compiled, need a newer GPU, or failed:
+    ``{"sm_75": {"ok": 85, "needs newer": 3, "failed": 0}}``."""
+    status: dict[tuple, str] = {}
+    for r in rows:
+        status.setdefault((r["file"], r.get("defines", ""), r["arch"]), r.get("status", OK))
+    return {arch: {s: sum(1 for (_, _, a), v in status.items() if a == arch and v == s)
+                   for s in (OK, NEEDS_NEWER, FAILED)} for arch in archs}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 compile errors pointing at the line."""
 import pytest
 
-from pmpp import compilecheck
+from pmpp import cli, compilecheck, targets
 from pmpp.errors import BackendUnavailableError, CompileError
 
 HAVE_NVCC = compilecheck.nvcc_available()
@@ -55,14 +55,83 @@ def rows_by_kernel(rows):
 
 
 @needs_nvcc
-def test_report_has_a_row_per_kernel_and_arch(kernels):
+def test_report_has_a_row_per_kernel_and_arch_from_the_t4_to_the_h100(kernels):
     rows = compilecheck.check_kernels([("ch/01_k.cu", {}, ("block_sum<128>",))], kernels_dir=kernels)
-    assert sorted(rows_by_kernel(rows)) == [("block_sum<128u>", "sm_80"), ("block_sum<128u>", "sm_90"),
-                                            ("scale", "sm_80"), ("scale", "sm_90")]
+    assert sorted(rows_by_kernel(rows)) == sorted((k, arch) for k in ("block_sum<128u>", "scale")
+                                                  for arch in targets.ARCHS)
     for r in rows:
         assert r["file"] == "ch/01_k.cu"
-        assert r["registers"] > 0
+        assert r["registers"] > 0 and (r["status"], r["reason"]) == ("ok", None)
         assert r["stack_bytes"] == 0 and r["spill_stores"] == 0 and r["spill_loads"] == 0
+
+
+@needs_nvcc
+def test_a_report_is_reused_until_the_source_changes(kernels, monkeypatch, tmp_path):
+    monkeypatch.setenv("PMPP_CACHE_DIR", str(tmp_path / "cache"))
+    target = [("ch/01_k.cu", {}, ())]
+    first = compilecheck.check_kernels(target, archs=("sm_90",), kernels_dir=kernels)
+    monkeypatch.setattr(compilecheck, "_compile_report", None)       # a second compile would fail
+    assert compilecheck.check_kernels(target, archs=("sm_90",), kernels_dir=kernels) == first
+    (kernels / "ch" / "01_k.cu").write_text(KERNEL.replace("tile[BLOCK_DIM]", "tile[2 * BLOCK_DIM]"))
+    with pytest.raises(TypeError):
+        compilecheck.check_kernels(target, archs=("sm_90",), kernels_dir=kernels)
+
+
+@needs_nvcc
+def test_keep_going_reports_a_failure_with_its_first_error_and_checks_the_rest(kernels):
+    rows = compilecheck.check_kernels([("ch/02_broken.cu", {}, ()), ("ch/01_k.cu", {}, ())], archs=("sm_90",),
+                                      kernels_dir=kernels, keep_going=True)
+    (failed,) = [r for r in rows if r["status"] == "failed"]
+    assert failed["file"] == "ch/02_broken.cu" and failed["kernel"] is None
+    assert "02_broken.cu:4:" in failed["reason"] and "\n" not in failed["reason"]
+    assert isinstance(failed["error"], CompileError)
+    assert [(r["kernel"], r["status"]) for r in rows if r["file"] == "ch/01_k.cu"] == [("scale", "ok")]
+
+
+@needs_nvcc
+def test_a_variant_that_needs_a_newer_gpu_is_not_compiled_for_older_ones(kernels):
+    rows = compilecheck.check_kernels([("ch/01_k.cu", {}, (), 90)], archs=("sm_75", "sm_90"), kernels_dir=kernels)
+    by_arch = {r["arch"]: r for r in rows}
+    assert (by_arch["sm_75"]["status"], by_arch["sm_75"]["reason"]) == ("needs newer", "needs sm_90")
+    assert by_arch["sm_75"]["registers"] is None
+    assert (by_arch["sm_90"]["status"], by_arch["sm_90"]["kernel"]) == ("ok", "scale")
+
+
+def run_check_kernels(monkeypatch, capsys, kernels, targets_, archs):
+    monkeypatch.setenv("PMPP_KERNELS", str(kernels))
+    monkeypatch.setattr(cli, "kernel_targets", lambda names: targets_)
+    status = cli.main(["check-kernels", "--arch", *archs])
+    return status, capsys.readouterr().out
+
+
+@needs_nvcc
+def test_check_kernels_fails_for_a_kernel_that_does_not_compile_and_goes_on(kernels, monkeypatch, capsys):
+    status, out = run_check_kernels(monkeypatch, capsys, kernels,
+                                    [("ch/02_broken.cu", {}, (), 0), ("ch/01_k.cu", {}, (), 90)],
+                                    ("sm_75", "sm_90"))
+    assert status == 1
+    broken = next(line for line in out.splitlines() if line.startswith("ch/02_broken.cu"))
+    assert broken.split()[2:] == ["FAILED", "[1]", "FAILED", "[2]"]
+    assert "[1] ch/02_broken.cu (sm_75): " in out and "02_broken.cu:4:" in out
+    scale = next(line for line in out.splitlines() if line.startswith("ch/01_k.cu"))
+    assert scale.split()[:5] == ["ch/01_k.cu", "scale", "needs", "sm_90", str(
+        compilecheck.check_kernels([("ch/01_k.cu", {}, ())], archs=("sm_90",), kernels_dir=kernels)[0]["registers"])]
+    assert "sm_75: 0 compiled, 1 need a newer GPU, 1 failed" in out
+    assert "sm_90: 1 compiled, 0 need a newer GPU, 1 failed" in out
+
+
+@needs_nvcc
+def test_check_kernels_passes_when_a_variant_only_needs_a_newer_gpu(kernels, monkeypatch, capsys):
+    status, out = run_check_kernels(monkeypatch, capsys, kernels, [("ch/01_k.cu", {}, (), 90)], ("sm_75", "sm_90"))
+    assert status == 0
+    assert "needs sm_90" in out and "FAILED" not in out
+    assert "sm_75: 0 compiled, 1 need a newer GPU, 0 failed" in out
+
+
+def test_every_variants_min_arch_is_a_target_or_zero():
+    from pmpp import chapters
+    archs = {compilecheck.arch_number(a) for a in targets.ARCHS}
+    assert {v.min_arch for c in map(chapters.get, chapters.names()) for v in c.variants} <= archs | {0}
 
 
 @needs_nvcc
@@ -140,6 +209,22 @@ def test_instantiation_source_keeps_line_numbers(tmp_path):
     lines = text.splitlines()
     assert lines[0] == f'#line 1 "{src}"' and lines[1:3] == ["line one", "line two"]
     assert lines[-1].endswith("pmpp_instantiate_0 = (void*)&k<4>;")
+
+
+def test_arch_table_has_a_column_per_arch_and_the_reasons():
+    ok = dict(file="a.cu", kernel="k", defines="", registers=12, shared_bytes=1024, spill_stores=8, spill_loads=4,
+              status="ok", reason=None)
+    rows = [{**ok, "arch": "sm_90"},
+            dict(ok, arch="sm_80", kernel=None, registers=None, status="needs newer", reason="needs sm_90"),
+            dict(ok, file="b.cu", arch="sm_80", kernel=None, status="failed", reason="b.cu:3: oops"),
+            dict(ok, file="b.cu", arch="sm_90", kernel=None, status="failed", reason="b.cu:3: oops")]
+    lines = compilecheck.format_arch_table(rows, ("sm_80", "sm_90")).splitlines()
+    assert lines[0].split() == ["file", "kernel", "sm_80", "sm_90"]
+    assert lines[2].split() == ["a.cu", "k", "needs", "sm_90", "12", "r", "1024", "B", "spill", "8+4", "B"]
+    assert lines[3].split() == ["b.cu", "-", "FAILED", "[1]", "FAILED", "[2]"]
+    assert lines[4:6] == ["[1] b.cu (sm_80): b.cu:3: oops", "[2] b.cu (sm_90): b.cu:3: oops"]
+    assert compilecheck.arch_summary(rows, ("sm_80", "sm_90")) == {
+        "sm_80": {"ok": 0, "needs newer": 1, "failed": 1}, "sm_90": {"ok": 1, "needs newer": 0, "failed": 1}}
 
 
 def test_format_table_lines_up_columns():
