@@ -13,7 +13,12 @@ from .exercises import implemented, require_implemented
 from .loader import load
 
 # Repeats per timing: GPU runs are short and noisy, CPU-engine runs are long and only indicative.
+# The launch that is checked comes first and warms up too, so one warm-up fewer follows it.
 REPEATS = {"cupy": dict(warmup=5, repeat=30), "cpu": dict(warmup=1, repeat=3)}
+# `pmpp run` on a GPU: the same 30 repeats, but a variant that takes long (a contended atomic, a
+# naive kernel) stops after 0.2 s of them - never fewer than 5 - so that a run over every chapter
+# takes seconds. `pmpp bench`, which records the numbers, takes all 30.
+QUICK_REPEATS = {"cupy": dict(warmup=2, repeat=30, budget_s=0.2), "cpu": REPEATS["cpu"]}
 
 
 def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=False, path=None,
@@ -86,18 +91,21 @@ def verify(chapter: Chapter, variant: Variant, problem: Mapping[str, Any] | None
 
 
 def exact_check(output, reference) -> CheckResult:
-    """Every element equal to the reference, bit for bit (as float64)."""
-    from . import asnumpy
-    got = np.asarray(asnumpy(output), np.float64).reshape(-1)
-    want = np.asarray(reference, np.float64).reshape(-1)
+    """Every element equal to the reference, bit for bit (as float64), compared where the output
+    is (on a GPU: on the GPU, only the verdict comes back). ``reference``: an array or a number, or
+    an object whose ``values`` are the reference array."""
+    from . import get_array_module
+    xp = get_array_module(output)
+    got = output.reshape(-1) if hasattr(output, "reshape") else np.asarray(output).reshape(-1)
+    want = xp.asarray(getattr(reference, "values", reference), dtype=np.float64).reshape(-1)
     if got.shape != want.shape:
         return CheckResult(False, float(max(got.size, want.size)), 0.0,
                            f"expected {want.size} elements, got {got.size}")
-    differ = got != want
-    wrong = int(np.sum(differ))
+    differ = got != want                  # float32 or int32 against float64: compared in float64
+    wrong = int(xp.count_nonzero(differ))
     if not wrong:
         return CheckResult(True, 0.0, 0.0, "exact")
-    first = int(np.argmax(differ))
+    first = int(xp.argmax(differ))
     where = f"element {first}: " if want.size > 1 else ""
     return CheckResult(False, float(wrong), 0.0,
                        f"{wrong} of {want.size} elements differ from the exact result; "
@@ -105,23 +113,28 @@ def exact_check(output, reference) -> CheckResult:
 
 
 def measure(chapter: Chapter, *, backend="auto", problem=None,
-            variants: Iterable[str | Variant] | None = None, library=True, seed=None) -> list[dict]:
+            variants: Iterable[str | Variant] | None = None, library=True, seed=None,
+            skipped=False, repeats=None, torch=True, progress=None) -> list[dict]:
     """Check and time each variant (and the library routines) on one problem: result entries
     as ``pmpp.results`` stores them. ``variants``: names, or variants themselves (e.g. one
     re-targeted to other inputs); by default all of the chapter's (an empty list: none).
 
-    Inputs are drawn once per distinct problem (fresh random ones on every call) and the reference
-    computed once for them; each run gets its own copy, so every variant writes into a freshly
-    poisoned output and none can pass on what an earlier one left there. A chapter with exactly
-    summable inputs (sums, scans) is run and judged on those, bit for bit: at a GPU's size a
-    rounding tolerance would be wide enough to hide a wrong answer (the time does not depend on
-    the values)."""
-    from .results import make_entry
-    from .timing import bench
+    Inputs are drawn once per distinct problem (fresh random ones on every call; on a GPU, drawn
+    on the GPU) and the reference computed once for them, where the inputs are; each run gets its
+    own copy, so every variant writes into a freshly poisoned output and none can pass on what an
+    earlier one left there. A chapter with exactly summable inputs (sums, scans) is run and judged
+    on those, bit for bit: at a GPU's size a rounding tolerance would be wide enough to hide a
+    wrong answer (the time does not depend on the values).
 
+    ``skipped=True`` adds a row for each variant that cannot run here (and, with ``torch=False``,
+    each PyTorch routine left out because importing PyTorch takes seconds): no time, ``correct``
+    None, and ``"skipped"`` saying why (see :func:`why_not`). ``repeats``: :func:`pmpp.bench`'s
+    arguments (default :data:`REPEATS` for the backend). ``progress``: an object with
+    ``advance(label)`` (see :mod:`pmpp.progress`), told after each row."""
     backend = resolve_backend(backend)
     cases = _Cases(chapter, array_module(backend), np.random.default_rng(seed))
     judge = _judge(chapter)
+    timing_args = dict(repeats or REPEATS[backend])
     base = dict(problem or default_problem(chapter, backend))
     wanted = [chapter.variant(v) if isinstance(v, str) else v
               for v in (chapter.variants if variants is None else variants)]
@@ -129,35 +142,86 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
     entries = []
     for variant in chosen:
         p = problem_for(variant, base)
-        if not variant.supports(p, backend):
-            continue
-        module = load_variant(chapter, variant, backend=backend)
-        inputs, reference = cases.get(p)
-        result = judge(variant.launch(module, p, inputs), reference, p)
-        timing = bench(lambda: variant.launch(module, p, inputs), backend=backend, **REPEATS[backend])
-        entries.append(make_entry(variant.name, "variant", chapter.describe(p), timing,
-                                  variant.model(p), bool(result)))
+        reason = why_not(variant, p, backend)
+        if reason is not None:
+            if skipped:
+                entries.append(skipped_entry(variant.name, "variant", chapter.describe(p), reason))
+        else:
+            module = load_variant(chapter, variant, backend=backend)
+            inputs, reference = cases.get(p)
+            entries.append(_checked_and_timed(
+                variant.name, "variant", chapter.describe(p), variant.model(p), backend, timing_args,
+                lambda: variant.launch(module, p, inputs), lambda out: judge(out, reference, p)))
+        _advance(progress, f"{chapter.name}/{variant.name}")
     if library:
         model = chapter.variants[0].model(base)
         for lib in chapter.library:
-            if not lib.available(backend):
-                continue
-            inputs, reference = cases.get(base)
-            result = judge(lib.run(base, inputs), reference, base)
-            timing = bench(lambda: lib.run(base, inputs), backend=backend, **REPEATS[backend])
-            entries.append(make_entry(lib.name, "library", chapter.describe(base), timing, model,
-                                      bool(result)))
+            if not torch and "torch" in lib.imports:
+                if skipped and backend == "cupy":
+                    entries.append(skipped_entry(lib.name, "library", chapter.describe(base),
+                                                 "PyTorch not imported (seconds); --torch measures it"))
+            elif lib.available(backend):
+                inputs, reference = cases.get(base)
+                entries.append(_checked_and_timed(
+                    lib.name, "library", chapter.describe(base), model, backend, timing_args,
+                    lambda: lib.run(base, inputs), lambda out: judge(out, reference, base)))
+            _advance(progress, f"{chapter.name}/{lib.name}")
     return entries
 
 
+def _checked_and_timed(name, kind, problem, model, backend, timing_args, run, judge) -> dict:
+    """Run once and judge the output, then time: the judged run was the first warm-up."""
+    from .results import make_entry
+    from .timing import bench
+
+    correct = bool(judge(run()))
+    warmup = max(0, timing_args.get("warmup", 0) - 1)
+    timing = bench(run, backend=backend, **{**timing_args, "warmup": warmup})
+    return make_entry(name, kind, problem, timing, model, correct)
+
+
+def _advance(progress, label: str) -> None:
+    if progress is not None:
+        progress.advance(label)
+
+
+def why_not(variant: Variant, problem: Mapping[str, Any], backend: str) -> str | None:
+    """Why ``variant`` cannot run ``problem`` on ``backend`` (None if it can): the words of a
+    table's row. The same test as :meth:`Variant.supports`, reasons added."""
+    if variant.supports(problem, backend):
+        return None
+    if variant.gpu_only and backend != "cupy":
+        return "GPU only (tensor cores: the CPU engine cannot run them)"
+    if backend == "cupy" and variant.too_old_gpu() is not None:
+        return f"needs sm_{variant.min_arch}; this GPU is sm_{variant.too_old_gpu()}"
+    if variant.max_n is not None and problem.get("n", 0) > variant.max_n:
+        return f"handles at most n={variant.max_n} elements, this problem has n={problem.get('n')}"
+    if backend == "cupy" and variant.supports(problem, "cpu"):
+        return "CPU engine only (a teaching example that would corrupt the GPU context)"
+    return "does not take this problem"
+
+
+def skipped_entry(name: str, kind: str, problem: str, reason: str) -> dict:
+    """A row for what was not run: the fields of :func:`pmpp.results.make_entry`, times None,
+    ``correct`` None, and ``"skipped"``: why."""
+    return {"name": name, "kind": kind, "problem": problem, "median_us": None, "min_us": None,
+            "max_us": None, "gbps": None, "gflops": None, "intensity": None, "correct": None,
+            "clock": None, "skipped": reason}
+
+
+def timed(entries: Iterable[dict]) -> list[dict]:
+    """The entries that were run (what a results file, a plot or a roofline takes)."""
+    return [e for e in entries if not e.get("skipped")]
+
+
 def measure_problems(chapter: Chapter, problems: Iterable[Mapping[str, Any]], *, backend="auto",
-                     variants: Iterable[str | Variant] | None = None, report=None) -> list[dict]:
+                     variants: Iterable[str | Variant] | None = None, report=None, **options) -> list[dict]:
     """:func:`measure` on each problem in turn (a sweep, a table of shapes, a benchmark set): all
     the entries, each naming its problem. ``report(problem, entries)``, if given, is called after
-    each problem (the command line prints a table)."""
+    each problem (the command line prints a table); ``options`` go to :func:`measure`."""
     found = []
     for problem in problems:
-        entries = measure(chapter, backend=backend, problem=dict(problem), variants=variants)
+        entries = measure(chapter, backend=backend, problem=dict(problem), variants=variants, **options)
         if report is not None:
             report(problem, entries)
         found += entries
@@ -195,11 +259,18 @@ def _copy(value):
 
 
 def format_table(entries: list[dict]) -> str:
-    """A plain-text table of entries, one row each."""
+    """A plain-text table of entries, one row each; a row that was not run says why."""
     header = f"{'variant':<28} {'ok':<4} {'median us':>11} {'GB/s':>9} {'GFLOP/s':>9} {'OP/B':>6}"
     rows = [header, "-" * len(header)]
     for e in entries:
         name = e["name"] + (" [library]" if e["kind"] == "library" else "")
+        if e.get("skipped"):
+            rows.append(f"{name:<28} {'-':<4} not run: {e['skipped']}")
+            continue
         rows.append(f"{name:<28} {'yes' if e['correct'] else 'NO':<4} {e['median_us']:>11.1f} "
-                    f"{e['gbps']:>9.1f} {e['gflops']:>9.2f} {e['intensity']:>6.2f}")
+                    f"{_number(e['gbps'], 9, 1)} {_number(e['gflops'], 9, 2)} {_number(e['intensity'], 6, 2)}")
     return "\n".join(rows)
+
+
+def _number(value, width: int, decimals: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{decimals}f}"

@@ -63,13 +63,16 @@ class Timing:
 
 
 def bench(fn: Callable[..., Any], *, args: Sequence[Sequence[Any]] | None = None,
-          warmup: int = 5, repeat: int = 30, backend: Any = None) -> Timing:
+          warmup: int = 5, repeat: int = 30, backend: Any = None,
+          budget_s: float | None = None) -> Timing:
     """Run ``fn`` ``warmup`` times untimed, then ``repeat`` times timed; return the :class:`Timing`.
 
     ``args``: input sets to rotate among; call ``i`` (warm-ups included) is
     ``fn(*args[i % len(args)])``. Without ``args``, ``fn()`` is called.
     ``backend``: ``"cupy"`` (CUDA events) or ``"cpu"`` (wall clock), or a loaded module (its
     ``.backend`` is used); by default the GPU if one is available, else the CPU engine.
+    ``budget_s``: stop the timed repeats once they have taken this many seconds of wall time, after
+    at least ``min(repeat, MIN_REPEATS)`` of them (a long kernel needs fewer to find its median).
     """
     if repeat < 1 or warmup < 0:
         raise ValueError(f"bench needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
@@ -80,15 +83,15 @@ def bench(fn: Callable[..., Any], *, args: Sequence[Sequence[Any]] | None = None
         return fn() if args is None else fn(*args[i % len(args)])
 
     if on_gpu(backend):
-        samples = _bench_cuda_events(call, warmup, repeat)
+        samples = _bench_cuda_events(call, warmup, repeat, _Budget(budget_s, repeat))
         clock = CUDA_EVENTS
     else:
-        samples = _bench_wall_clock(call, warmup, repeat)
+        samples = _bench_wall_clock(call, warmup, repeat, _Budget(budget_s, repeat))
         clock = CPU_WALL_CLOCK
     return Timing.from_samples(samples, clock)
 
 
-def _bench_cuda_events(call: Callable[[int], Any], warmup: int, repeat: int) -> list[float]:
+def _bench_cuda_events(call: Callable[[int], Any], warmup: int, repeat: int, budget: "_Budget") -> list[float]:
     import cupy
 
     stream = cupy.cuda.get_current_stream()
@@ -98,13 +101,16 @@ def _bench_cuda_events(call: Callable[[int], Any], warmup: int, repeat: int) -> 
     stream.synchronize()
     starts = [cupy.cuda.Event() for _ in range(repeat)]
     ends = [cupy.cuda.Event() for _ in range(repeat)]
-    for i in range(repeat):
+    budget.start()
+    done = 0
+    while done < repeat and not budget.spent(done):
         gap.queue(stream)
-        starts[i].record(stream)
-        call(warmup + i)
-        ends[i].record(stream)
-        ends[i].synchronize()     # the host never runs ahead: each gap covers one launch's overhead
-    return [cupy.cuda.get_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)]
+        starts[done].record(stream)
+        call(warmup + done)
+        ends[done].record(stream)
+        ends[done].synchronize()     # the host never runs ahead: each gap covers one launch's overhead
+        done += 1
+    return [cupy.cuda.get_elapsed_time(s, e) * 1e3 for s, e in zip(starts[:done], ends[:done])]
 
 
 _SPIN_SOURCE = r"""
@@ -145,15 +151,35 @@ class _Gap:
         self.spin((1,), (1,), (self.cycles,))     # on the current stream, as is `stream`
 
 
-def _bench_wall_clock(call: Callable[[int], Any], warmup: int, repeat: int) -> list[float]:
+def _bench_wall_clock(call: Callable[[int], Any], warmup: int, repeat: int, budget: "_Budget") -> list[float]:
     for i in range(warmup):
         call(i)
     samples = []
-    for i in range(repeat):
+    budget.start()
+    while len(samples) < repeat and not budget.spent(len(samples)):
         t0 = time.perf_counter()
-        call(warmup + i)
+        call(warmup + len(samples))
         samples.append((time.perf_counter() - t0) * 1e6)
     return samples
+
+
+MIN_REPEATS = 5
+
+
+class _Budget:
+    """When a timed loop with a wall-time budget may stop: after ``min(repeat, MIN_REPEATS)``
+    repeats, once ``seconds`` have passed; never without a budget."""
+
+    def __init__(self, seconds: float | None, repeat: int):
+        self.seconds, self.least = seconds, min(repeat, MIN_REPEATS)
+        self.began = 0.0
+
+    def start(self) -> None:
+        self.began = time.perf_counter()
+
+    def spent(self, done: int) -> bool:
+        return (self.seconds is not None and done >= self.least
+                and time.perf_counter() - self.began >= self.seconds)
 
 
 def on_gpu(backend: Any = None) -> bool:

@@ -1,8 +1,5 @@
 """Exercises: the student release and the autograder, with planted bugs."""
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 

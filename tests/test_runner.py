@@ -52,3 +52,49 @@ def test_measure_problems_reports_each_problem_and_returns_all_entries():
     assert seen == [(4099, 2), (1000, 2)]                      # 03_packed and numpy, per problem
     assert [e["problem"] for e in entries] == [elementwise.CHAPTER.describe(p) for p in problems for _ in "ab"]
     assert all(e["correct"] for e in entries)
+
+
+def test_a_variant_that_cannot_run_is_a_row_that_says_why():
+    from pmpp.chapters import scan
+    problem = {"n": 5000, "dtype": "float32", "kind": "inclusive"}
+    entries = runner.measure(scan.CHAPTER, backend="cpu", problem=problem, library=False,
+                             variants=["02_kogge_stone", "06_hierarchical"], skipped=True)
+    assert [e["name"] for e in entries] == ["02_kogge_stone", "06_hierarchical"]
+    kogge, hierarchical = entries
+    assert kogge["median_us"] is None and kogge["correct"] is None and "at most n=1024" in kogge["skipped"]
+    assert hierarchical["correct"] is True and not hierarchical.get("skipped")
+    assert runner.timed(entries) == [hierarchical]
+    assert "not run: handles at most n=1024" in runner.format_table(entries)
+    # without skipped=True (notebooks, plots) the row is left out, as before
+    assert [e["name"] for e in runner.measure(scan.CHAPTER, backend="cpu", problem=problem, library=False,
+                                              variants=["02_kogge_stone"])] == []
+
+
+def test_gpu_only_variants_say_so_on_the_cpu_engine():
+    from pmpp.chapters import implicit_gemm
+    variant = implicit_gemm.CHAPTER.variant("08_tf32_mma")
+    assert runner.why_not(variant, implicit_gemm.CHAPTER.problems["cpu"], "cpu").startswith("GPU only")
+    assert runner.why_not(implicit_gemm.CHAPTER.variant("01_naive"), implicit_gemm.CHAPTER.problems["cpu"],
+                          "cpu") is None
+
+
+def test_exact_check_finds_one_wrong_element():
+    import numpy as np
+    reference = np.arange(10, dtype=np.float64)
+    output = reference.astype(np.float32)
+    assert runner.exact_check(output, reference)
+    output[7] += 1
+    result = runner.exact_check(output, reference)
+    assert not result and result.error == 1 and "element 7" in result.detail
+    assert not runner.exact_check(output[:9], reference)
+
+
+def test_measure_reports_each_row_to_the_progress_display():
+    steps = []
+
+    class Recorder:
+        def advance(self, label=""):
+            steps.append(label)
+
+    runner.measure(elementwise.CHAPTER, backend="cpu", problem=SMALL, variants=["01_naive"], progress=Recorder())
+    assert steps == ["elementwise/01_naive"] + [f"elementwise/{lib.name}" for lib in elementwise.CHAPTER.library]

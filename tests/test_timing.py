@@ -248,3 +248,12 @@ def test_read_ceiling_kernel_reads_every_element_once():
                        backend="cpu", check=True).get_function("read_kernel")
     kernel((3,), (64,), (src, warp_sums, np.int64(n4)))
     assert float(warp_sums.sum(dtype=np.float64)) == float(src.sum(dtype=np.float64))
+
+
+def test_a_time_budget_stops_the_repeats_early_but_not_below_five():
+    from pmpp.timing import MIN_REPEATS, bench
+    calls = []
+    t = bench(lambda: calls.append(1), warmup=0, repeat=30, backend="cpu", budget_s=0.0)
+    assert len(t.samples_us) == MIN_REPEATS == len(calls)
+    assert len(bench(lambda: None, warmup=0, repeat=30, backend="cpu").samples_us) == 30
+    assert len(bench(lambda: None, warmup=0, repeat=3, backend="cpu", budget_s=0.0).samples_us) == 3

@@ -2,7 +2,6 @@
 by 1) fails it — on the CPU engine at the chapter's CPU size and, on a GPU, at its full size, with
 the inputs and the judgement that ``pmpp run``/``pmpp bench`` use there (exact on exactly summable
 inputs for sums and scans: a rounding tolerance at 2^28 elements would hide this)."""
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -81,6 +81,9 @@ class Library:
     name: str                      # e.g. "cupy.sum (CUB)"
     run: Callable[[Mapping[str, Any], Mapping[str, Any]], Any]   # run(problem, inputs) -> output
     available: Callable[[str], bool] = lambda backend: True      # available(backend) -> usable?
+    # Modules that run() and available() import which take seconds to import ("torch"): `pmpp run`
+    # leaves such a routine out unless asked (a row says so), `pmpp bench` measures it.
+    imports: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

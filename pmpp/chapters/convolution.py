@@ -34,6 +34,7 @@ import numpy as np
 
 import pmpp
 from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import array_module, generator_for, host, to_module
 
 FILTER_RADIUS = 2        # default radius: a 5 x 5 filter
 IN_TILE_DIM = 32         # 03: input tile (= block) side; the output tile is IN_TILE_DIM - 2r
@@ -95,8 +96,9 @@ def _inputs(problem, xp, image: np.ndarray, factors) -> dict:
 
 def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
     """``{"x": h x w image, "f": filter, ["f_y", "f_x": its factors,] "out": h x w of NaN}``, all
-    float32 uniform in [-1, 1) made by NumPy from ``rng`` and moved by ``xp``."""
-    return _inputs(problem, xp, _uniform(rng, shape(problem)), lambda s: _uniform(rng, s))
+    float32 uniform in [-1, 1): the image drawn where ``xp`` keeps it, the filter by NumPy."""
+    image = _uniform(generator_for(xp, rng), shape(problem))
+    return _inputs(problem, xp, image, lambda s: _uniform(rng, s))
 
 
 def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
@@ -105,7 +107,8 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
     (2r+1)^2 * 8 * 4 (3200 for r = 4), far below 2^24, so float32 arithmetic is exact in any order
     and every variant must match the reference to the last bit."""
     bound = 2 if separable(problem) else 4
-    return _inputs(problem, xp, _integers(rng, shape(problem), 8), lambda s: _integers(rng, s, bound))
+    image = _integers(generator_for(xp, rng), shape(problem), 8)
+    return _inputs(problem, xp, image, lambda s: _integers(rng, s, bound))
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,11 +117,20 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
 
 @dataclass(frozen=True)
 class CorrelationReference:
-    """The float64 correlation (``value``) and, for the tolerance, the correlation of |N| with
-    |F| (``magnitude``): both NumPy arrays of the image's shape."""
+    """The float64 correlation (``values``) and, for the tolerance, the correlation of |N| with
+    |F| (``magnitudes``): both arrays of the image's shape, kept where the image is (NumPy or
+    CuPy); ``value`` and ``magnitude`` are the same in NumPy."""
 
-    value: np.ndarray
-    magnitude: np.ndarray
+    values: Any
+    magnitudes: Any
+
+    @property
+    def value(self) -> np.ndarray:
+        return host(self.values)
+
+    @property
+    def magnitude(self) -> np.ndarray:
+        return host(self.magnitudes)
 
 
 def correlate(image, weights: np.ndarray, xp=np):
@@ -144,14 +156,12 @@ def _weights64(problem, inputs) -> np.ndarray:
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> CorrelationReference:
-    """The float64 correlation, computed where the inputs are (CuPy or NumPy), returned in NumPy."""
+    """The float64 correlation, computed and kept where the inputs are (CuPy or NumPy)."""
     x = inputs["x"]
     xp = pmpp.get_array_module(x)
     x64 = x.astype(np.float64)
     weights = _weights64(problem, inputs)
-    value = pmpp.asnumpy(correlate(x64, weights, xp))
-    magnitude = pmpp.asnumpy(correlate(xp.abs(x64), np.abs(weights), xp))
-    return CorrelationReference(value, magnitude)
+    return CorrelationReference(correlate(x64, weights, xp), correlate(xp.abs(x64), np.abs(weights), xp))
 
 
 def rounding_depth(r: int) -> int:
@@ -183,23 +193,25 @@ def tolerance_factor(r: int) -> float:
 
 def check(output, ref: CorrelationReference, problem: Mapping[str, Any]) -> CheckResult:
     """Every element within :func:`tolerance_factor` * ``ref.magnitude`` of ``ref.value``; a NaN
-    (an element never written) always fails."""
-    out = np.asarray(pmpp.asnumpy(output))
-    if out.shape != ref.value.shape:
-        return CheckResult(False, math.inf, 0.0, f"output has shape {out.shape}, expected {ref.value.shape}")
-    tolerance = tolerance_factor(int(problem["r"])) * ref.magnitude
-    error = np.abs(out.astype(np.float64) - ref.value)
-    error[np.isnan(error)] = math.inf
+    (an element never written) always fails. Compared where the reference is (on a GPU, there)."""
+    xp = array_module(ref.values)
+    out = to_module(xp, output)
+    if out.shape != ref.values.shape:
+        return CheckResult(False, math.inf, 0.0, f"output has shape {out.shape}, expected {ref.values.shape}")
+    tolerance = tolerance_factor(int(problem["r"])) * ref.magnitudes
+    error = xp.abs(out.astype(np.float64) - ref.values)
+    error[xp.isnan(error)] = math.inf
     bad = ~(error <= tolerance)
-    worst = float(error.max(initial=0.0))
-    if not bad.any():
-        return CheckResult(True, worst, float(tolerance.max(initial=0.0)),
+    worst = float(error.max()) if error.size else 0.0
+    wrong = int(xp.count_nonzero(bad))
+    if not wrong:
+        return CheckResult(True, worst, float(tolerance.max()) if tolerance.size else 0.0,
                            f"all {out.size} elements within tolerance (largest error {worst:.3g})")
-    row, col = np.argwhere(bad)[0]
+    row, col = (int(i) for i in xp.argwhere(bad)[0])
     return CheckResult(False, worst, float(tolerance.max()),
-                       f"{int(bad.sum())} of {out.size} elements wrong; first at [{row}, {col}]: "
-                       f"got {out[row, col]!r}, expected {ref.value[row, col]!r} "
-                       f"(tolerance {tolerance[row, col]:.3g})")
+                       f"{wrong} of {out.size} elements wrong; first at [{row}, {col}]: "
+                       f"got {float(out[row, col])!r}, expected {float(ref.values[row, col])!r} "
+                       f"(tolerance {float(tolerance[row, col]):.3g})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -513,7 +525,7 @@ CHAPTER = Chapter(
     test_sizes=(1, 5, 33, 131, 260),
     library=(
         Library("cupyx.scipy.ndimage.correlate", _cupyx_run, lambda backend: backend == "cupy"),
-        Library("torch conv2d (cuDNN, FP32)", _torch_run, _torch_available),
+        Library("torch conv2d (cuDNN, FP32)", _torch_run, _torch_available, imports=("torch",)),
         Library("scipy.ndimage.correlate", _scipy_run, _scipy_available),
         Library("numpy (shifted slices)", _numpy_run,
                 lambda backend: backend == "cpu" and not _scipy_available(backend)),

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-import pmpp
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import array_module, generator_for, to_module
 
 BLOCK_DIM = 256          # threads per block, every kernel of the chapter
 THREADS_PER_SM = 2048    # resident threads per SM on an H100 (and an A100): one wave fills them
@@ -87,6 +87,7 @@ def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dic
     """``x`` and ``y``: n values uniform in [-4, 4), rounded to ``dtype``; ``z``: the output,
     NaN-poisoned; ``t``: the unfused variant's temporary (silu_mul only), poisoned too."""
     n, dtype = problem["n"], np.dtype(problem["dtype"])
+    rng = generator_for(xp, rng)                     # drawn where xp keeps them
     x, y = ((rng.random(n, dtype=np.float32) * 8 - 4).astype(dtype) for _ in range(2))
     inputs = {"x": xp.asarray(x), "y": xp.asarray(y), "z": poisoned(xp, n, dtype)}
     if problem["op"] == "silu_mul":
@@ -95,12 +96,14 @@ def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dic
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> np.ndarray:
-    """``mul``: NumPy's x * y in ``dtype`` (correctly rounded); ``silu_mul``: float64."""
-    x, y = pmpp.asnumpy(inputs["x"]), pmpp.asnumpy(inputs["y"])
+    """``mul``: x * y in ``dtype`` (correctly rounded); ``silu_mul``: float64. Computed where the
+    inputs are (NumPy or CuPy: IEEE products and float64 are the same there)."""
+    x, y = inputs["x"], inputs["y"]
     if problem["op"] == "mul":
         return x * y
+    xp = array_module(x)
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
-    return x64 / (1.0 + np.exp(-x64)) * y64
+    return x64 / (1.0 + xp.exp(-x64)) * y64
 
 
 def silu_mul_tolerance(dtype: str) -> tuple[float, float]:
@@ -122,24 +125,25 @@ def silu_mul_tolerance(dtype: str) -> tuple[float, float]:
 def check(output, ref, problem: Mapping[str, Any]) -> CheckResult:
     """``mul``: bit-for-bit equality; ``silu_mul``: within :func:`silu_mul_tolerance`. NaN (an
     element never written) fails both."""
-    out = np.asarray(pmpp.asnumpy(output)).reshape(-1)
-    ref = np.asarray(ref).reshape(-1)
+    xp = array_module(ref)
+    out = to_module(xp, output).reshape(-1)          # compared where the reference is
+    ref = to_module(xp, ref).reshape(-1)
     if out.shape != ref.shape:
         return CheckResult(False, np.inf, 0.0, f"expected {ref.size} elements, got {out.size}")
     if problem["op"] == "mul":
         if out.dtype != ref.dtype:
             return CheckResult(False, np.inf, 0.0, f"expected {ref.dtype}, got {out.dtype}")
         bits = f"u{out.dtype.itemsize}"                # compare the bits: -0.0 is not +0.0
-        wrong = int(np.count_nonzero(out.view(bits) != ref.view(bits)))
+        wrong = int(xp.count_nonzero(out.view(bits) != ref.view(bits)))
         return CheckResult(wrong == 0, float(wrong), 0.0,
                            f"{wrong} of {out.size} elements differ from x * y (bit-exact check)")
     rel, absolute = silu_mul_tolerance(problem["dtype"])
-    err = np.abs(out.astype(np.float64) - ref)
-    bound = rel * np.abs(ref) + absolute
-    bad = ~(err <= bound)                           # NaN compares False: counted as bad
-    worst = float(np.max(err / bound)) if out.size and not bad.any() else (np.inf if bad.any() else 0.0)
-    return CheckResult(not bad.any(), worst, 1.0,
-                       f"{int(bad.sum())} of {out.size} elements outside rel {rel:.3g} + abs {absolute:.3g}"
+    err = xp.abs(out.astype(np.float64) - ref)
+    bound = rel * xp.abs(ref) + absolute
+    bad = int(xp.count_nonzero(~(err <= bound)))    # NaN compares False: counted as bad
+    worst = float((err / bound).max()) if out.size and not bad else (np.inf if bad else 0.0)
+    return CheckResult(not bad, worst, 1.0,
+                       f"{bad} of {out.size} elements outside rel {rel:.3g} + abs {absolute:.3g}"
                        f" (worst error / bound {worst:.3g})")
 
 
@@ -292,7 +296,8 @@ CHAPTER = Chapter(
               "cpu": {"n": 2 ** 20, "dtype": "float32", "op": "mul"}},
     test_sizes=(1, 7, 1000, 4099, 2 ** 16 + 3),
     library=(
-        Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke)),
+        Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
+                imports=("torch",)),
         Library("cupy", _cupy_run, lambda backend: backend == "cupy"),
         Library("numpy", _numpy_run, lambda backend: backend == "cpu"),
     ),

@@ -32,6 +32,7 @@ import numpy as np
 
 import pmpp
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import generator_for, host, on_host
 
 BLOCK_DIM = 256            # threads per block of the book's kernels (01-08) and the dot products
 COARSE_FACTOR = 32         # bytes per thread of 05-08
@@ -124,8 +125,8 @@ def english_text(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def make_bytes(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` bytes (uint8) of one of :data:`INPUTS`, fresh from ``rng``: "text" is
-    :func:`english_text`."""
+    """``n`` bytes (uint8) of one of :data:`INPUTS`, fresh from ``rng`` (NumPy's, or for "uniform"
+    and "skewed" CuPy's): "text" is :func:`english_text`."""
     if kind == "uniform":
         return rng.integers(0, 256, size=n, dtype=np.uint8)
     if kind == "text":
@@ -158,8 +159,19 @@ def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dic
     """Histogram: ``{"data": n bytes, "histo": bins uint32 set to POISON}``. Dot: :func:`make_dot_inputs`."""
     if problem.get("op", "histogram") == "dot":
         return make_dot_inputs(problem, xp, rng)
-    data = make_bytes(problem["input"], problem["n"], rng)
+    data = _bytes_on(xp, problem["input"], problem["n"], rng)
     return {"data": xp.asarray(data), "histo": xp.full((problem["bins"],), POISON, dtype=np.uint32)}
+
+
+def _bytes_on(xp, kind: str, n: int, rng: np.random.Generator):
+    """:func:`make_bytes` drawn where ``xp`` keeps them: on a GPU random bytes are drawn there, and
+    the text is made on the host up to TEXT_BYTES and repeated there."""
+    if on_host(xp):
+        return make_bytes(kind, n, rng)
+    if kind != "text":
+        return make_bytes(kind, n, generator_for(xp, rng))
+    text = xp.asarray(english_text(min(n, TEXT_BYTES), rng))
+    return xp.tile(text, -(-n // text.size))[:n] if n else text
 
 
 def atomics(problem: Mapping[str, Any]) -> int:
@@ -172,8 +184,12 @@ def atomics(problem: Mapping[str, Any]) -> int:
 # --------------------------------------------------------------------------------------------
 
 def byte_counts(data) -> np.ndarray:
-    """``numpy.bincount(data, minlength=256)`` in chunks (bincount makes an int64 copy of its input)."""
-    data = np.asarray(pmpp.asnumpy(data)).reshape(-1)
+    """``numpy.bincount(data, minlength=256)`` in chunks (bincount makes an int64 copy of its input);
+    on a GPU ``cupy.bincount`` there (exact integer counts), and the 256 counts brought back."""
+    if not on_host(pmpp.get_array_module(data)):
+        import cupy
+        return host(cupy.bincount(data.reshape(-1), minlength=BYTES)).astype(np.int64)
+    data = np.asarray(data).reshape(-1)
     counts = np.zeros(BYTES, dtype=np.int64)
     for start in range(0, data.size, 1 << 24):
         counts += np.bincount(data[start:start + (1 << 24)], minlength=BYTES)
@@ -517,7 +533,8 @@ VARIANTS = (
     Variant("11_per_lane", "a copy per lane: no bank conflicts", "beyond the book",
             _vectorized("histo_per_lane_kernel"), _histogram_model, defines=_B_V, problem=_UNIFORM),
     Variant("12_register_counts", "7 bins in registers, no atomics in the loop", "beyond the book",
-            _vectorized("histo_register_counts_kernel"), _histogram_model, defines=_L_V, problem=_TEXT),
+            _vectorized("histo_register_counts_kernel"), _histogram_model, defines=_L_V, problem=_TEXT,
+            min_arch=80),
     Variant("13_dot_half_atomic", "dot: atomicAdd(__half*), a CAS loop", "PMPP 9.3 + FastAtomicAdd",
             _dot("dot_half_atomic_kernel", np.float16), _dot_model, problem=_DOT),
     Variant("14_dot_fast_atomic_add", "dot: __half2 atomic, zero partner lane", "FastAtomicAdd",
@@ -566,7 +583,7 @@ CHAPTER = Chapter(
     test_sizes=(1, 31, 1000, 65_537, 2 ** 20 + 3),
     library=(
         Library("cupy.bincount", _cupy_run, _cupy_available),
-        Library("torch.bincount", _torch_run, _torch_available),
+        Library("torch.bincount", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy.bincount", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=describe,

@@ -36,6 +36,7 @@ import numpy as np
 
 import pmpp
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import array_module, generator_for, host, to_module
 
 U32 = 2.0 ** -24          # unit roundoff of float32, round to nearest
 U64 = 2.0 ** -53          # unit roundoff of float64
@@ -90,6 +91,7 @@ def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dic
     """``{"x": input, "w": filter}``, float32 uniform in [-1, 1), and ``"out"``, the output buffer
     filled with NaN (an output the kernel never writes stays NaN and fails the check)."""
     check_problem(problem)
+    rng = generator_for(xp, rng)                     # drawn where xp keeps them
     x = rng.random(_input_shape(problem), dtype=np.float32) * 2 - 1      # exact, then rounds toward -1
     w = rng.random(_filter_shape(problem), dtype=np.float32) * 2 - 1
     return _inputs(problem, xp, x, w)
@@ -100,6 +102,7 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
     then an integer of magnitude at most C*R*S*bound^2, exact in float32 (and in TF32, whose 11-bit
     significand holds the inputs) while that is below 2^24: every variant must match exactly."""
     check_problem(problem)
+    rng = generator_for(xp, rng)
     x = rng.integers(-bound, bound + 1, size=_input_shape(problem)).astype(np.float32)
     w = rng.integers(-bound, bound + 1, size=_filter_shape(problem)).astype(np.float32)
     return _inputs(problem, xp, x, w)
@@ -134,23 +137,40 @@ def im2col(image: np.ndarray, r: int, s: int, stride: int, pad: int) -> np.ndarr
 
 @dataclass(frozen=True)
 class ConvReference:
-    """The float64 convolution (``value``, N x K x Oh x Ow) and, per output, the sum of
-    |filter * input| over its terms (``abs_value``), which the tolerance of :func:`check` scales."""
+    """The float64 convolution (``values``, N x K x Oh x Ow) and, per output, the sum of
+    |filter * input| over its terms (``abs_values``), which the tolerance of :func:`check` scales:
+    kept where the inputs are (NumPy or CuPy); ``value`` and ``abs_value`` are the same in NumPy."""
 
-    value: np.ndarray
-    abs_value: np.ndarray
+    values: Any
+    abs_values: Any
+
+    @property
+    def value(self) -> np.ndarray:
+        return host(self.values)
+
+    @property
+    def abs_value(self) -> np.ndarray:
+        return host(self.abs_values)
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> ConvReference:
-    """im2col and one float64 matrix product per image (NumPy), for the value and for |.|."""
-    x = pmpp.asnumpy(inputs["x"]).astype(np.float64)
-    w = pmpp.asnumpy(inputs["w"]).astype(np.float64).reshape(problem["k"], -1)     # K x CRS
-    value = np.empty(_output_shape(problem))
-    abs_value = np.empty_like(value)
-    for n in range(problem["n"]):
-        cols = im2col(x[n], problem["r"], problem["s"], problem["stride"], problem["pad"])
-        value[n] = (w @ cols).reshape(value.shape[1:])
-        abs_value[n] = (np.abs(w) @ np.abs(cols)).reshape(value.shape[1:])
+    """In float64 where the inputs are (NumPy or CuPy), for the value and for |.|: per filter tap
+    (r, s), one matrix product of the K x C filter slice with the C x (N Oh Ow) input pixels that
+    tap reads - the im2col product, one tap's rows at a time."""
+    xp = array_module(inputs["x"])
+    x = inputs["x"].astype(np.float64)
+    w = to_module(xp, inputs["w"]).astype(np.float64)                       # K x C x R x S
+    stride, pad = problem["stride"], problem["pad"]
+    oh, ow = output_size(problem)
+    padded = xp.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    value = xp.zeros(_output_shape(problem))
+    abs_value = xp.zeros_like(value)
+    for r in range(problem["r"]):
+        for s in range(problem["s"]):
+            pixels = padded[:, :, r:r + stride * (oh - 1) + 1:stride, s:s + stride * (ow - 1) + 1:stride]
+            tap = w[:, :, r, s]
+            value += xp.tensordot(tap, pixels, axes=([1], [1])).transpose(1, 0, 2, 3)
+            abs_value += xp.tensordot(abs(tap), abs(pixels), axes=([1], [1])).transpose(1, 0, 2, 3)
     return ConvReference(value, abs_value)
 
 
@@ -200,20 +220,23 @@ def tolerance(problem: Mapping[str, Any], precision: str | None = None) -> float
 def check(output, ref: ConvReference, problem: Mapping[str, Any]) -> CheckResult:
     """Every output within :func:`tolerance` x its sum |w x| of the float64 reference (NaN never)."""
     precision = getattr(output, "precision", problem.get("precision", "fp32"))
-    out = np.asarray(pmpp.asnumpy(getattr(output, "array", output)), dtype=np.float64)
+    xp = array_module(ref.values)
+    out = to_module(xp, getattr(output, "array", output)).astype(np.float64)
     factor = tolerance(problem, precision)
-    if out.shape != ref.value.shape:
-        return CheckResult(False, math.inf, factor, f"output of shape {out.shape}, expected {ref.value.shape}")
-    error = np.abs(out - ref.value)
-    bad = ~(error <= factor * ref.abs_value)                     # NaN compares False: bad
-    relative = np.divide(error, ref.abs_value, out=np.where(error > 0, np.inf, 0.0), where=ref.abs_value > 0)
-    worst = float(np.nanmax(np.where(np.isnan(relative), np.inf, relative))) if relative.size else 0.0
+    if out.shape != ref.values.shape:
+        return CheckResult(False, math.inf, factor, f"output of shape {out.shape}, expected {ref.values.shape}")
+    error = xp.abs(out - ref.values)
+    bad = ~(error <= factor * ref.abs_values)                    # NaN compares False: bad
+    safe = xp.where(ref.abs_values > 0, ref.abs_values, 1.0)
+    relative = xp.where(ref.abs_values > 0, error / safe, xp.where(error > 0, np.inf, 0.0))
+    worst = float(xp.where(xp.isnan(relative), np.inf, relative).max()) if relative.size else 0.0
     detail = (f"{precision}: max error {worst:.3g} x sum|w x| (tolerance {factor:.3g} x sum|w x|)")
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        detail = (f"{int(bad.sum())} of {bad.size} outputs wrong, first at [n, k, p, q] = {list(where)}: "
-                  f"{float(out[where])!r}, expected {float(ref.value[where])!r}; {detail}")
-    return CheckResult(not bad.any(), worst, factor, detail)
+    wrong = int(xp.count_nonzero(bad))
+    if wrong:
+        where = tuple(int(i) for i in xp.argwhere(bad)[0])
+        detail = (f"{wrong} of {bad.size} outputs wrong, first at [n, k, p, q] = {list(where)}: "
+                  f"{float(out[where])!r}, expected {float(ref.values[where])!r}; {detail}")
+    return CheckResult(not wrong, worst, factor, detail)
 
 
 # --------------------------------------------------------------------------------------------
@@ -449,7 +472,7 @@ VARIANTS = (
             _rsc("ImplicitGemmRscKernel"), _model(rearranges_filter=True)),
     Variant("08_tf32_mma", "TF32 tensor cores: mma.sync.m16n8k8", "beyond the book",
             _rsc("ImplicitGemmTf32Kernel"), _model(rearranges_filter=True),
-            problem={"precision": "tf32"}, gpu_only=True),
+            problem={"precision": "tf32"}, gpu_only=True, min_arch=80),
 )
 
 
@@ -472,8 +495,8 @@ CHAPTER = Chapter(
     problems={"gpu": dict(GPU_PROBLEM), "cpu": dict(CPU_PROBLEM)},
     test_sizes=(1, 3),            # batch sizes N for `pmpp run`; the tests add awkward shapes
     library=(
-        Library("cuDNN FP32 (torch conv2d)", _cudnn(tf32=False), _torch_available),
-        Library("cuDNN TF32 (torch conv2d)", _cudnn(tf32=True), _torch_available),
+        Library("cuDNN FP32 (torch conv2d)", _cudnn(tf32=False), _torch_available, imports=("torch",)),
+        Library("cuDNN TF32 (torch conv2d)", _cudnn(tf32=True), _torch_available, imports=("torch",)),
         Library("numpy im2col + matmul", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=describe,

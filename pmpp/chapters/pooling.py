@@ -18,13 +18,14 @@ large T*H*W and C, plus one with padding. :func:`shape_table` measures them.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Mapping
 
 import numpy as np
 
-import pmpp
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import array_module, generator_for, to_module
 from pmpp.chapters.elementwise import poisoned, torch_works
 
 BLOCK_DIM = 256            # 01-04: threads per block of the 1D grid (one output each)
@@ -63,17 +64,19 @@ def validate(problem: Mapping[str, Any]) -> None:
 def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
     """``x``: float32 uniform in [-1, 1); ``y``: the output, NaN-poisoned."""
     validate(problem)
-    x = rng.random(math.prod(problem["shape"]), dtype=np.float32) * 2 - 1
+    x = generator_for(xp, rng).random(math.prod(problem["shape"]), dtype=np.float32) * 2 - 1
     return {"x": xp.asarray(x.reshape(problem["shape"])),
             "y": poisoned(xp, output_shape(problem), np.float32)}
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> np.ndarray:
-    """NumPy: pad with -inf, then a max is separable - slide it along T, then H, then W."""
+    """Pad with -inf, then a max is separable - slide it along T, then H, then W. Computed where
+    the input is (NumPy or CuPy): a max is exact anywhere."""
     k, s, p = problem["kernel"], problem["stride"], problem["padding"]
-    out = pmpp.asnumpy(inputs["x"])
+    out = inputs["x"]
+    xp = array_module(out)
     if p:
-        out = np.pad(out, [(0, 0), (0, 0)] + [(p, p)] * 3, constant_values=-np.inf)
+        out = xp.pad(out, [(0, 0), (0, 0)] + [(p, p)] * 3, constant_values=-np.inf)
     for axis in (2, 3, 4):
         count = (out.shape[axis] - k) // s + 1
         window = [slice(None)] * 5
@@ -81,16 +84,17 @@ def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> np.ndarr
         for j in range(k):
             window[axis] = slice(j, j + s * (count - 1) + 1, s)
             slides.append(out[tuple(window)])
-        out = np.maximum.reduce(slides)
+        out = functools.reduce(xp.maximum, slides)
     return out
 
 
 def check(output, ref, problem: Mapping[str, Any]) -> CheckResult:
     """Exact: a max picks one of its inputs, so every output equals the reference (NaN never)."""
-    out = np.asarray(pmpp.asnumpy(output))
+    xp = array_module(ref)
+    out = to_module(xp, output)                      # compared where the reference is
     if out.shape != ref.shape:
         return CheckResult(False, math.inf, 0.0, f"expected shape {ref.shape}, got {out.shape}")
-    wrong = int(np.count_nonzero(~(out == ref)))
+    wrong = int(xp.count_nonzero(~(out == ref)))
     return CheckResult(wrong == 0, float(wrong), 0.0, f"{wrong} of {out.size} outputs differ from the reference")
 
 
@@ -330,7 +334,8 @@ CHAPTER = Chapter(
     check=check,
     problems={"gpu": _pool(GPU_SHAPE, 2, 2), "cpu": _pool((2, 3, 16, 16, 16), 3, 1, 1)},
     library=(
-        Library("torch.max_pool3d", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke)),
+        Library("torch.max_pool3d", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
+                imports=("torch",)),
         Library("numpy (separable)", lambda problem, inputs: reference(problem, inputs),
                 lambda backend: backend == "cpu"),
     ),

@@ -23,6 +23,7 @@ import numpy as np
 
 import pmpp
 from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import generator_for
 
 BLOCK_DIM = 256          # default threads per block (15-17: VECTOR_BLOCK_DIM)
 VECTOR_BLOCK_DIM = 1024  # 15-17: 1024 beat 256 by ~1-2% on an H100 at 2^28
@@ -47,11 +48,12 @@ POISON_BYTE = {"sum": 0xFF, "max": 0x7F}
 # --------------------------------------------------------------------------------------------
 
 def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
-    """``{"x": n float32 values, uniform in [0, 1)}``, made by NumPy from ``rng``, moved by ``xp``.
+    """``{"x": n float32 values, uniform in [0, 1)}``, drawn where ``xp`` keeps them
+    (:func:`~pmpp.chapters.draw.generator_for`).
 
     Positive, so the sum grows like n/2 and stays far outside :func:`sum_tolerance`: with values
     of both signs the sum is only ~sqrt(n/3), and a wrong answer such as 0 could fall within it."""
-    return {"x": xp.asarray(rng.random(problem["n"], dtype=np.float32))}
+    return {"x": xp.asarray(generator_for(xp, rng).random(problem["n"], dtype=np.float32))}
 
 
 def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator,
@@ -63,7 +65,7 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
     the reference EXACTLY (guaranteed for n <= 2^21 with the default bound 8; for larger n the
     partial sums of random signs stay near sqrt(n)*5, still far below 2^24). A dropped or
     double-counted element that a tolerance could hide changes the sum by a nonzero integer."""
-    x = rng.integers(-bound, bound + 1, size=problem["n"]).astype(np.float32)
+    x = generator_for(xp, rng).integers(-bound, bound + 1, size=problem["n"]).astype(np.float32)
     return {"x": xp.asarray(x)}
 
 
@@ -81,11 +83,13 @@ class SumReference(np.float64):
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]):
-    """The float64 NumPy sum (a :class:`SumReference`) or max of the input."""
-    x = pmpp.asnumpy(inputs["x"])
+    """The float64 sum (a :class:`SumReference`) or max of the input, computed where it is (NumPy
+    or CuPy: a float64 sum on the GPU is as exact as NumPy's)."""
+    x = inputs["x"]
+    xp = pmpp.get_array_module(x)
     if problem.get("op", "sum") == "max":
-        return np.float64(np.max(x)) if x.size else np.float64(-np.inf)
-    return SumReference(np.sum(x, dtype=np.float64), np.sum(np.abs(x), dtype=np.float64))
+        return np.float64(float(xp.max(x))) if x.size else np.float64(-np.inf)
+    return SumReference(float(xp.sum(x, dtype=np.float64)), float(xp.sum(xp.abs(x), dtype=np.float64)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,7 +473,7 @@ CHAPTER = Chapter(
     test_sizes=(1, 31, 1000, 2 ** 20 + 3),
     library=(
         Library("cupy.sum (CUB)", _cupy_run, _cupy_available),
-        Library("torch.sum", _torch_run, _torch_available),
+        Library("torch.sum", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy.sum", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=lambda p: f"n={p['n']} float32 {p.get('op', 'sum')}",

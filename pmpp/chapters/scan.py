@@ -32,6 +32,7 @@ import numpy as np
 import pmpp
 from pmpp.args import check_aligned
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import generator_for, host, on_host
 
 KINDS = ("inclusive", "exclusive")
 DTYPES = {"float32": "float", "int32": "int"}     # problem dtype -> the kernels' template argument
@@ -74,8 +75,10 @@ def _with_output(problem: Mapping[str, Any], xp, x: np.ndarray) -> dict:
 
 
 def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dict:
-    """float32: uniform in [-1, 1); int32: uniform integers in [-INT_BOUND, INT_BOUND]."""
+    """float32: uniform in [-1, 1); int32: uniform integers in [-INT_BOUND, INT_BOUND]. Drawn
+    where ``xp`` keeps them (:func:`~pmpp.chapters.draw.generator_for`)."""
     n = problem["n"]
+    rng = generator_for(xp, rng)
     if problem["dtype"] == "int32":
         x = rng.integers(-INT_BOUND, INT_BOUND + 1, size=n, dtype=np.int32)
     else:
@@ -94,7 +97,7 @@ def make_exact_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) 
     float32 addition is exact, in any order. Then the output must equal the reference exactly,
     and a dropped or doubled element cannot hide in a rounding tolerance. Random signs keep the
     prefixes near sqrt(n) * 4: far below 2^23 even at n = 2^28 (:func:`exactly_summable` checks)."""
-    x = rng.integers(-INT_BOUND, INT_BOUND + 1, size=problem["n"], dtype=np.int32)
+    x = generator_for(xp, rng).integers(-INT_BOUND, INT_BOUND + 1, size=problem["n"], dtype=np.int32)
     return _with_output(problem, xp, x.astype(np.float32) if problem["dtype"] == "float32" else x)
 
 
@@ -105,26 +108,51 @@ class ScanReference(np.ndarray):
     abs_prefix: np.ndarray | None = None
 
 
-def _scan(values: np.ndarray, kind: str, dtype) -> np.ndarray:
-    """NumPy's scan of ``values``, accumulated in ``dtype``, one pass."""
-    out = np.empty(values.size, dtype=dtype)
+class DeviceScanReference:
+    """The reference of :func:`reference` for inputs on a GPU, left there: ``values`` (CuPy; what
+    an exact check compares against) and ``abs_prefix`` (CuPy, or None for integers).
+    ``numpy.asarray`` of it copies the values to the host."""
+
+    def __init__(self, values, abs_prefix):
+        self.values, self.abs_prefix = values, abs_prefix
+
+    @property
+    def size(self) -> int:
+        return int(self.values.size)
+
+    def __array__(self, dtype=None, copy=None):
+        values = host(self.values)
+        return values if dtype is None else values.astype(dtype)
+
+
+def _scan(values, kind: str, dtype):
+    """The scan of ``values`` (NumPy or CuPy), accumulated in ``dtype``, one pass."""
+    xp = pmpp.get_array_module(values)
+    out = xp.empty(values.size, dtype=dtype)
     if kind == "inclusive":
-        np.cumsum(values, dtype=dtype, out=out)
+        xp.cumsum(values, dtype=dtype, out=out)
     elif values.size:
         out[0] = 0
-        np.cumsum(values[:-1], dtype=dtype, out=out[1:])
+        xp.cumsum(values[:-1], dtype=dtype, out=out[1:])
     return out
 
 
-def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> ScanReference:
-    """NumPy's scan: in float64 for float32 inputs; in int32 for int32 (wrapping modulo 2^32,
-    as the kernels' int additions do - though no input here comes near)."""
-    x = pmpp.asnumpy(inputs["x"])
+def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]):
+    """The scan, computed where the input is: in float64 for float32 inputs; in int32 for int32
+    (wrapping modulo 2^32, as the kernels' int additions do - though no input here comes near).
+    NumPy input: a :class:`ScanReference`; CuPy: a :class:`DeviceScanReference`."""
+    x = inputs["x"]
     kind = problem.get("kind", "inclusive")
+    on_gpu = not on_host(pmpp.get_array_module(x))
     if problem["dtype"] == "int32":
-        return _scan(x, kind, np.int32).view(ScanReference)
-    ref = _scan(x, kind, np.float64).view(ScanReference)
-    ref.abs_prefix = _scan(np.abs(x), kind, np.float64)       # |x| in float32 is exact
+        values = _scan(x, kind, np.int32)
+        return DeviceScanReference(values, None) if on_gpu else values.view(ScanReference)
+    values = _scan(x, kind, np.float64)
+    abs_prefix = _scan(abs(x), kind, np.float64)       # |x| in float32 is exact
+    if on_gpu:
+        return DeviceScanReference(values, abs_prefix)
+    ref = values.view(ScanReference)
+    ref.abs_prefix = abs_prefix
     return ref
 
 
@@ -213,6 +241,7 @@ def check(output, ref, problem: Mapping[str, Any]) -> CheckResult:
     abs_prefix = getattr(ref, "abs_prefix", None)
     if abs_prefix is None:
         raise TypeError("check needs the reference made by scan.reference (it carries abs_prefix)")
+    abs_prefix = host(abs_prefix)
     worst_ratio, worst_at, worst, worst_tol, bad, first_bad = -1.0, 0, 0.0, 0.0, 0, None
     for start in range(0, n, CHECK_CHUNK):
         stop = min(start + CHECK_CHUNK, n)
@@ -568,7 +597,7 @@ CHAPTER = Chapter(
     test_sizes=(1, 31, 1000, 2 ** 20 + 7),
     library=(
         Library("cupy.cumsum (CUB)", _cupy_run, _cupy_available),
-        Library("torch.cumsum", _torch_run, _torch_available),
+        Library("torch.cumsum", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy.cumsum", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=lambda p: f"n={p['n']} {p['dtype']} {p.get('kind', 'inclusive')} scan",

@@ -35,6 +35,7 @@ import numpy as np
 
 import pmpp
 from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import generator_for, host
 
 FLOPS_PER_POINT = 13     # 7 multiplies and 6 adds per interior point
 BYTES_PER_POINT = 8      # the least DRAM traffic: each input read once, each output written once
@@ -61,7 +62,7 @@ def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dic
     neighbours (x-1 with x+1, y with z, ...) is caught; ``problem["coefficients"]`` fixes them
     instead (e.g. a heat equation's). ``out`` is poisoned: a point a kernel forgets stays NaN."""
     n = problem["n"]
-    x = rng.random((n, n, n), dtype=np.float32)   # [0, 1)
+    x = generator_for(xp, rng).random((n, n, n), dtype=np.float32)   # [0, 1), where xp keeps it
     x *= 2
     x -= 1
     given = problem.get("coefficients")
@@ -75,7 +76,7 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
     7 * 8 * 4 = 224, exact in float32 whatever the order - so every correct kernel must match the
     reference bit for bit, and a wrong neighbour or a wrong coefficient cannot hide in rounding."""
     n = problem["n"]
-    x = rng.integers(-8, 9, size=(n, n, n)).astype(np.float32)
+    x = generator_for(xp, rng).integers(-8, 9, size=(n, n, n)).astype(np.float32)
     c = rng.choice(np.arange(-4, 5), size=TERMS, replace=False).astype(np.float32)
     return {"in": xp.asarray(x), "out": xp.full((n, n, n), np.nan, dtype=np.float32), "c": c}
 
@@ -95,22 +96,25 @@ def sweep(x, c, dtype=np.float64):
 
 
 class StencilReference:
-    """The float64 reference, computed a slab of planes at a time (at n = 512 a float64 grid is
-    1 GiB): :meth:`slabs` yields, per slab, the reference values and each point's tolerance."""
+    """The float64 reference of the input ``x`` (NumPy, or CuPy on a GPU): :attr:`values` computes
+    the whole grid where ``x`` is (what an exact check compares against); :meth:`slabs` a slab of
+    planes at a time on the host (at n = 512 a float64 grid is 1 GiB), each point's tolerance
+    with it."""
 
     SLAB = 32        # planes per slab
 
-    def __init__(self, x: np.ndarray, c: np.ndarray):
+    def __init__(self, x, c: np.ndarray):
         self.x = x
-        self.c = np.asarray(c, dtype=np.float32)
+        self.c = np.asarray(host(c), dtype=np.float32)
 
     @property
-    def values(self) -> np.ndarray:
-        """The whole float64 reference grid."""
+    def values(self):
+        """The whole float64 reference grid, where the input is."""
         return sweep(self.x, self.c)
 
     def __array__(self, dtype=None, copy=None):
-        return self.values if dtype is None else self.values.astype(dtype)
+        values = host(self.values)
+        return values if dtype is None else values.astype(dtype)
 
     def slabs(self):
         """``(lo, hi, values, tolerance)`` for planes [lo, hi): values in float64; tolerance 0 at
@@ -119,7 +123,7 @@ class StencilReference:
         for lo in range(0, n, self.SLAB):
             hi = min(lo + self.SLAB, n)
             a, b = max(lo - 1, 0), min(hi + 1, n)       # the slab and its neighbouring planes
-            x = self.x[a:b]
+            x = host(self.x[a:b])
             values = sweep(x, self.c)[lo - a:hi - a]
             scale = sweep(np.abs(x), np.abs(self.c))[lo - a:hi - a]
             tolerance = point_tolerance(scale)
@@ -153,7 +157,7 @@ def _zero_boundary(tolerance: np.ndarray, lo: int, n: int) -> None:
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> StencilReference:
-    return StencilReference(pmpp.asnumpy(inputs["in"]), inputs["c"])
+    return StencilReference(inputs["in"], inputs["c"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,7 +445,7 @@ CHAPTER = Chapter(
     library=(
         Library("cupyx correlate", _correlate_run("cupyx.scipy.ndimage"),
                 lambda backend: backend == "cupy"),
-        Library("torch conv3d (cuDNN)", _torch_run, _torch_available),
+        Library("torch conv3d (cuDNN)", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy slices", _numpy_run, lambda backend: backend == "cpu"),
         Library("scipy correlate", _correlate_run("scipy.ndimage"),
                 lambda backend: backend == "cpu" and _installed("scipy")),

@@ -22,9 +22,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-import pmpp
 from pmpp.args import check_aligned
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.draw import array_module, generator_for, host, on_host, to_module
 from pmpp.chapters.elementwise import (BLOCK_DIM, CTYPE, DTYPES, PACK_BYTES, PACK_WAVES, U16, U32,
                                        grid_size, poisoned, torch_works)
 
@@ -66,6 +66,7 @@ def make_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator) -> dic
     dtype = np.dtype(problem["dtype"])
     small, large = tuple(problem["shape"]), large_shape(problem)
     source, target = (small, large) if problem["direction"] == "forward" else (large, small)
+    rng = generator_for(xp, rng)                     # drawn where xp keeps them
     values = (rng.random(int(np.prod(source)), dtype=np.float32) * 2 - 1).astype(dtype).reshape(source)
     names = ("x", "y") if problem["direction"] == "forward" else ("dy", "dx")
     return {names[0]: xp.asarray(values), names[1]: poisoned(xp, target, dtype)}
@@ -78,16 +79,37 @@ class BlockSums(np.ndarray):
     abs_sums: np.ndarray
 
 
-def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> np.ndarray:
-    """Forward: ``np.repeat`` along H and W (in dtype); backward: the s x s block sums in float64
-    (a :class:`BlockSums`)."""
+class DeviceBlockSums:
+    """The backward's reference for inputs on a GPU, left there: ``values`` and ``abs_sums``
+    (CuPy); ``numpy.asarray`` of it copies the values to the host."""
+
+    def __init__(self, values, abs_sums):
+        self.values, self.abs_sums = values, abs_sums
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.values.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        values = host(self.values)
+        return values if dtype is None else values.astype(dtype)
+
+
+def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]):
+    """Forward: ``repeat`` along H and W (in dtype); backward: the s x s block sums in float64 (a
+    :class:`BlockSums`, or on a GPU a :class:`DeviceBlockSums`). Computed where the inputs are."""
     s = problem["scale"]
     if problem["direction"] == "forward":
-        return np.repeat(np.repeat(pmpp.asnumpy(inputs["x"]), s, axis=2), s, axis=3)
+        x = inputs["x"]
+        xp = array_module(x)
+        return xp.repeat(xp.repeat(x, s, axis=2), s, axis=3)
     n, c, h, w = problem["shape"]
-    blocks = pmpp.asnumpy(inputs["dy"]).astype(np.float64).reshape(n, c, h, s, w, s)
-    ref = blocks.sum(axis=(3, 5)).view(BlockSums)
-    ref.abs_sums = np.abs(blocks).sum(axis=(3, 5))
+    blocks = inputs["dy"].astype(np.float64).reshape(n, c, h, s, w, s)
+    values, abs_sums = blocks.sum(axis=(3, 5)), abs(blocks).sum(axis=(3, 5))
+    if not on_host(array_module(blocks)):
+        return DeviceBlockSums(values, abs_sums)
+    ref = values.view(BlockSums)
+    ref.abs_sums = abs_sums
     return ref
 
 
@@ -109,26 +131,30 @@ def backward_tolerance(problem: Mapping[str, Any]) -> tuple[float, float, float]
 
 
 def check(output, ref, problem: Mapping[str, Any]) -> CheckResult:
-    out = np.asarray(pmpp.asnumpy(output))
-    if out.shape != ref.shape:
-        return CheckResult(False, np.inf, 0.0, f"expected shape {ref.shape}, got {out.shape}")
+    """Forward: every output bit for bit the input it copies; backward: every dx within
+    :func:`backward_tolerance`. Compared where the reference is (on a GPU, there)."""
+    values = getattr(ref, "values", ref)
+    xp = array_module(values)
+    out = to_module(xp, output)
+    if out.shape != tuple(ref.shape):
+        return CheckResult(False, np.inf, 0.0, f"expected shape {tuple(ref.shape)}, got {out.shape}")
     if problem["direction"] == "forward":                # a copy: the bits must be equal
         bits = f"u{out.dtype.itemsize}"
-        wrong = int(np.count_nonzero(out.view(bits) != np.asarray(ref, out.dtype).view(bits)))
-        return CheckResult(wrong == 0 and out.dtype == ref.dtype, float(wrong), 0.0,
+        wrong = int(xp.count_nonzero(out.view(bits) != values.astype(out.dtype).view(bits)))
+        return CheckResult(wrong == 0 and out.dtype == values.dtype, float(wrong), 0.0,
                            f"{wrong} of {out.size} outputs differ from the input they copy")
     abs_sums = getattr(ref, "abs_sums", None)
     if abs_sums is None:
         raise TypeError("check needs the reference made by upsample.reference (it carries sum |dy|)")
     gamma, rounding, tiny = backward_tolerance(problem)
-    ref = np.asarray(ref)
-    bound = gamma * (1 + rounding) * abs_sums + rounding * np.abs(ref) + tiny
-    err = np.abs(out.astype(np.float64) - ref)
-    bad = ~(err <= bound)
-    ratio = err / np.maximum(bound, np.finfo(np.float64).tiny)     # an exact zero has bound 0
-    worst = float(np.max(ratio)) if out.size and not bad.any() else (np.inf if bad.any() else 0.0)
-    return CheckResult(not bad.any(), worst, 1.0,
-                       f"{int(bad.sum())} of {out.size} dx outside the bound (worst error / bound {worst:.3g})")
+    values = to_module(xp, values)
+    bound = gamma * (1 + rounding) * abs_sums + rounding * xp.abs(values) + tiny
+    err = xp.abs(out.astype(np.float64) - values)
+    bad = int(xp.count_nonzero(~(err <= bound)))
+    ratio = err / xp.maximum(bound, np.finfo(np.float64).tiny)     # an exact zero has bound 0
+    worst = float(ratio.max()) if out.size and not bad else (np.inf if bad else 0.0)
+    return CheckResult(not bad, worst, 1.0,
+                       f"{bad} of {out.size} dx outside the bound (worst error / bound {worst:.3g})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +301,8 @@ CHAPTER = Chapter(
     problems={"gpu": {"shape": GPU_SHAPE, "scale": 2, "dtype": "float32", "direction": "forward"},
               "cpu": {"shape": (2, 4, 40, 40), "scale": 2, "dtype": "float32", "direction": "forward"}},
     library=(
-        Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke)),
+        Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
+                imports=("torch",)),
         Library("numpy", _numpy_run, lambda backend: backend == "cpu"),
     ),
     describe=lambda p: (f"{p['direction']} x{p['scale']} {p['dtype']}, "
