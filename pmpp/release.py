@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import exercises, leaks, markers
+from . import exercises, hosted, leaks, markers
 from .notebooks import cell_source, notebook_text
 from .source import kernels_dir
 
@@ -50,16 +50,18 @@ class Released:
     removed: list[str] = field(default_factory=list)   # released before, no longer
 
 
-def release(student_dir, source_dir=None, solutions=()) -> Released:
+def release(student_dir, source_dir=None, solutions=(), workbook_url="") -> Released:
     """Write (or update) the student release of the workbook in ``student_dir``.
 
-    ``solutions``: exercises whose solutions to release as well (after their deadline)."""
+    ``solutions``: exercises whose solutions to release as well (after their deadline).
+    ``workbook_url``: the git URL students get the release from, written into every notebook's
+    setup cell (``WORKBOOK``) so that it installs the workbook by itself on Colab and Kaggle."""
     source = Path(source_dir) if source_dir else kernels_dir().parent
     target = Path(student_dir).resolve()
     if target == source.resolve() or source.resolve() in target.parents:
         raise ValueError(f"the student tree {target} must be outside the instructor tree {source}")
     previous = _previous_release(target)
-    files = student_files(source, solutions)
+    files = student_files(source, solutions, workbook_url)
     _refuse_overwriting(target, files, previous)
     return _write(target, files, previous)
 
@@ -84,7 +86,7 @@ def exercise_names(source: Path) -> list[str]:
     return list(exercises.manifest(source / "kernels").get("exercise", {}))
 
 
-def student_files(source: Path, solutions=()) -> dict[str, bytes]:
+def student_files(source: Path, solutions=(), workbook_url="") -> dict[str, bytes]:
     """The release, in memory: relative path -> content. Raises :class:`markers.MarkerError` for
     malformed markers and :class:`LeakError` if a file would still hold a solution."""
     known = exercise_names(source)
@@ -97,6 +99,8 @@ def student_files(source: Path, solutions=()) -> dict[str, bytes]:
             problems.append(f"kernels/{exercise}.cu: listed in kernels/exercises.toml but missing")
     for rel in released_paths(source):
         files[rel], found, wrong = _student_version(source / rel, rel, known, solutions)
+        if rel.endswith(".ipynb"):
+            files[rel] = notebook_text(hosted.with_setup_cell(json.loads(files[rel]), workbook_url))
         regions += found
         problems += wrong
     if problems:
