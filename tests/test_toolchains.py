@@ -129,6 +129,15 @@ def kernel_names(path):
 
 
 @needs_zig
+def test_asking_the_compiler_about_a_target_leaves_no_files_behind(zig, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    toolchain._compiler.cache_clear()
+    toolchain._predefined_macros.cache_clear()
+    assert toolchain.cxx("aarch64-macos").macos
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_zig
 @pytest.mark.parametrize("target", MACOS_TARGETS)
 def test_runtime_and_modules_build_for_macos(zig, target):
     runtime = toolchain.runtime_library(target)

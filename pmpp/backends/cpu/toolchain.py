@@ -207,8 +207,10 @@ def _first_line(text):
 def _run_compiler(command, args):
     """Standard output of the compiler run with ``args``; BackendUnavailableError if it fails."""
     try:
-        return subprocess.run([*command, *args], input="", capture_output=True, text=True, check=True,
-                              timeout=600).stdout
+        # in a folder of its own: zig's `c++ --target=aarch64-macos --version` writes an a.o
+        with tempfile.TemporaryDirectory(prefix="pmpp-cxx-") as scratch:
+            return subprocess.run([*command, *args], input="", capture_output=True, text=True, check=True,
+                                  timeout=600, cwd=scratch).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", None) or exc
         raise BackendUnavailableError(f"pmpp's CPU engine cannot run {shlex.join(command)}: {detail}; "
