@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from .results import RESULTS_DIR, device_info, device_slug, git_commit
+from .results import RESULTS_DIR, device_info, device_slug, git_commit, versions
 
 
 def time_run(extra: list[str]) -> dict:
@@ -33,7 +33,7 @@ def time_run(extra: list[str]) -> dict:
 
 
 def record(runs: list[dict], device: dict, commit: str) -> dict:
-    return {"device": device, "commit": commit,
+    return {"device": device, "versions": versions(), "commit": commit,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "runs": runs, "best_wall_s": min(r["wall_s"] for r in runs)}
 
