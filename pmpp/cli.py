@@ -136,12 +136,13 @@ def _problem(chapter, backend, n):
 
 def cmd_run(args) -> int:
     from .progress import progress
-    from .runner import QUICK_REPEATS, format_table, measure, split_stubs
+    from .runner import QUICK_REPEATS, format_table, measure, precompile, split_stubs
     backend = resolve_backend(args.backend)
     print(backend_info(backend), flush=True)
     plan = [(chapter, *split_stubs(chapter, [chapter.variant(v) for v in args.variants]
                                    if args.variants else chapter.variants))
             for chapter in _chapters(args.chapter)]
+    precompile([(chapter, variants) for chapter, variants, _ in plan], backend)
     failed, stubs, not_run = [], 0, 0
     with progress(sum(len(variants) + len(chapter.library) for chapter, variants, _ in plan), "pmpp run") as bar:
         for chapter, variants, notes in plan:
@@ -207,7 +208,7 @@ def cmd_bench(args) -> int:
     from .device import ceilings
     from .progress import progress
     from .results import default_path, write_results
-    from .runner import format_table, measure_problems, timed
+    from .runner import format_table, measure_problems, precompile, timed
     _need_gpu("pmpp bench records GPU measurements and needs a GPU; on the CPU engine use 'pmpp run' "
               "(its times are CPU times)")
     limits = ceilings()
@@ -220,6 +221,7 @@ def cmd_bench(args) -> int:
             for key, bench_set in chapter.bench_sets()[:None if args.all_problems else 1]]
     steps = sum(len(problems) * (len(variants if variants is not None else chapter.variants) + len(chapter.library))
                 for chapter, _, problems, variants in plan)
+    precompile([(chapter, chapter.variants) for chapter in _chapters(args.chapter)], "cupy")
     with progress(steps, "pmpp bench") as bar:
         for chapter, key, problems, variants in plan:
             def report(problem, entries, chapter=chapter):

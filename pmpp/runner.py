@@ -38,6 +38,36 @@ def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=Fa
                 name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count)
 
 
+def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, jobs: int | None = None) -> int:
+    """On a GPU, compile the kernels of every (chapter, variants) in ``plan`` at once, in parallel
+    processes, into CuPy's kernel cache on disk, where the run that follows finds them: one NVRTC
+    compile after another would take most of a first run. Returns the number of modules asked
+    for. A module that fails to compile is left to the run, which reports it."""
+    if backend != "cupy":
+        return 0
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    work = [(chapter.name, variant.name) for chapter, variants in plan for variant in variants
+            if variant.supports({}, backend)]      # at some size on this GPU
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(work), 16))
+    if len(work) < 2 or jobs < 2:
+        return len(work)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile_quietly, work, chunksize=max(1, len(work) // (4 * jobs))))
+    return len(work)
+
+
+def _compile_quietly(job: tuple[str, str]) -> None:
+    from . import chapters
+    chapter = chapters.get(job[0])
+    try:
+        load_variant(chapter, chapter.variant(job[1]), backend="cupy")
+    except Exception:      # the run itself reports it, with its message
+        pass
+
+
 def split_stubs(chapter: Chapter, variants: Iterable[Variant]) -> tuple[list[Variant], list[str]]:
     """The variants whose kernels are written, and for each one still a stub (a student release)
     the line to show instead of a result: not a failure, an exercise and its grade command."""

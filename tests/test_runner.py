@@ -98,3 +98,18 @@ def test_measure_reports_each_row_to_the_progress_display():
 
     runner.measure(elementwise.CHAPTER, backend="cpu", problem=SMALL, variants=["01_naive"], progress=Recorder())
     assert steps == ["elementwise/01_naive"] + [f"elementwise/{lib.name}" for lib in elementwise.CHAPTER.library]
+
+
+def test_precompile_does_nothing_on_the_cpu_engine():
+    from pmpp.runner import precompile
+    assert precompile([(chapters.get("reduction"), chapters.get("reduction").variants)], "cpu") == 0
+
+
+@pytest.mark.gpu
+def test_precompile_fills_cupys_kernel_cache_for_the_run_that_follows(tmp_path, monkeypatch):
+    from pmpp.runner import precompile
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))       # the spawned processes inherit it
+    variants = chapters.get("reduction").variants
+    assert precompile([(chapters.get("reduction"), variants)], "cupy", jobs=4) == len(variants)
+    cached = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert len(cached) >= len(variants), cached
