@@ -49,14 +49,27 @@ def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, 
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    work = [(chapter.name, variant.name) for chapter, variants in plan for variant in variants
-            if variant.supports({}, backend)]      # at some size on this GPU
+    work = to_precompile(plan, backend)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(work), 16))
     if len(work) < 2 or jobs < 2:
         return len(work)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_compile_quietly, work, chunksize=max(1, len(work) // (4 * jobs))))
     return len(work)
+
+
+def to_precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str) -> list[tuple[str, str]]:
+    """(chapter, variant) names of the variants in ``plan`` that run on ``backend`` at some size
+    (one limited to a block runs at the chapter's awkward sizes)."""
+    work = []
+    for chapter, variants in plan:
+        for variant in variants:
+            problem = problem_for(variant, default_problem(chapter, backend))
+            if "n" in problem:
+                problem["n"] = 1
+            if variant.supports(problem, backend):
+                work.append((chapter.name, variant.name))
+    return work
 
 
 def _compile_quietly(job: tuple[str, str]) -> None:

@@ -105,6 +105,15 @@ def test_precompile_does_nothing_on_the_cpu_engine():
     assert precompile([(chapters.get("reduction"), chapters.get("reduction").variants)], "cpu") == 0
 
 
+def test_precompile_takes_every_variant_that_runs_on_a_gpu_at_some_size():
+    from pmpp.runner import to_precompile
+    plan = [(chapters.get(name), chapters.get(name).variants) for name in chapters.names()]
+    work = to_precompile(plan, "cupy")
+    assert ("scan", "01_kogge_stone_racy") in work and ("scan", "08_decoupled_lookback") in work
+    assert ("convolution", "04_cached_halo_as_printed") not in work      # CPU engine only
+    assert len(work) == sum(len(variants) for _, variants in plan) - 1
+
+
 @pytest.mark.gpu
 def test_precompile_fills_cupys_kernel_cache_for_the_run_that_follows(tmp_path, monkeypatch):
     from pmpp.runner import precompile
