@@ -38,23 +38,39 @@ def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=Fa
                 name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count)
 
 
-def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, jobs: int | None = None) -> int:
-    """On a GPU, compile the kernels of every (chapter, variants) in ``plan`` at once, in parallel
-    processes, into CuPy's kernel cache on disk, where the run that follows finds them: one NVRTC
-    compile after another would take most of a first run. Returns the number of modules asked
-    for. A module that fails to compile is left to the run, which reports it."""
-    if backend != "cupy":
+# A kernel that CuPy loads from its disk cache takes milliseconds; one that NVRTC compiles, tenths of a second.
+COMPILED_S = 0.15
+
+
+def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, jobs: int | None = None,
+               *, force: bool = False) -> int:
+    """On a GPU, compile what a run of ``plan`` ((chapter, variants) pairs) needs in parallel
+    processes, each checking its variants once at the chapter's smallest awkward size: the kernels,
+    and CuPy's own kernels for inputs and checks, go to CuPy's kernel cache on disk, where the run
+    that follows finds them (one NVRTC compile after another would take most of a first run). When
+    the first variant comes from that cache, the others are taken to be there too and nothing more
+    is done (``force`` does it anyway). Returns the number of variants compiled in parallel. A
+    variant that fails is left to the run, which reports it."""
+    import time
+
+    work = to_precompile(plan, backend) if backend == "cupy" else []
+    if len(work) < 2:
         return 0
+    start = time.perf_counter()
+    _compile_quietly(work[0])
+    if time.perf_counter() - start < COMPILED_S and not force:
+        return 0
+    return _compile_in_processes(work[1:], jobs)
+
+
+def _compile_in_processes(work: list[tuple[str, str]], jobs: int | None) -> int:
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    work = to_precompile(plan, backend)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(work), 16))
-    if len(work) < 2 or jobs < 2:
-        return len(work)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_compile_quietly, work, chunksize=max(1, len(work) // (4 * jobs))))
+        list(pool.map(_compile_quietly, work))
     return len(work)
 
 
@@ -75,8 +91,13 @@ def to_precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: st
 def _compile_quietly(job: tuple[str, str]) -> None:
     from . import chapters
     chapter = chapters.get(job[0])
+    variant = chapter.variant(job[1])
+    sizes = [{**chapter.problems["cpu"], "n": n} for n in chapter.test_sizes[:1]]
     try:
-        load_variant(chapter, chapter.variant(job[1]), backend="cupy")
+        if sizes and variant.supports(sizes[0], "cupy"):
+            verify(chapter, variant, sizes[0], backend="cupy")
+        else:
+            load_variant(chapter, variant, backend="cupy")
     except Exception:      # the run itself reports it, with its message
         pass
 
