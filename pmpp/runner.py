@@ -38,31 +38,34 @@ def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=Fa
                 name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count)
 
 
-# A kernel that CuPy loads from its disk cache takes milliseconds; one that NVRTC compiles, tenths of a second.
-COMPILED_S = 0.15
-
-
 def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, jobs: int | None = None,
                *, force: bool = False) -> int:
-    """On a GPU, compile the kernels of a run of ``plan`` ((chapter, variants) pairs) in parallel
-    processes into CuPy's kernel cache on disk, where the run that follows finds them (one NVRTC
-    compile after another would take most of a first run). When
-    the first variant comes from that cache, the others are taken to be there too and nothing more
-    is done (``force`` does it anyway). Returns the number of variants compiled in parallel. A
-    variant that fails is left to the run, which reports it."""
-    import time
-
+    """On a GPU, compile what a run of ``plan`` ((chapter, variants) pairs) needs in parallel
+    processes, into CuPy's kernel cache on disk, where the run that follows finds it: every
+    variant's kernels, and CuPy's own kernels for each chapter's inputs, reference and checks (one
+    variant per chapter is checked at the chapter's smallest awkward size). One NVRTC compile after
+    another took most of a first run. Done only when CuPy's cache holds fewer kernels than the
+    plan has variants (a first run; ``force``: always). Returns the number of jobs run. A variant
+    that fails is left to the run, which reports it."""
     work = to_precompile(plan, backend) if backend == "cupy" else []
-    if len(work) < 2:
+    if len(work) < 2 or not (force or _cached_kernels() < len(work)):
         return 0
-    start = time.perf_counter()
-    _compile_quietly(work[0])
-    if time.perf_counter() - start < COMPILED_S and not force:
-        return 0
-    return _compile_in_processes(work[1:], jobs)
+    first_of_chapter = {}
+    for chapter, variant in work:
+        first_of_chapter.setdefault(chapter, variant)
+    checked = [(chapter, variant, True) for chapter, variant in first_of_chapter.items()]
+    return _compile_in_processes(checked + [(c, v, False) for c, v in work], jobs)
 
 
-def _compile_in_processes(work: list[tuple[str, str]], jobs: int | None) -> int:
+def _cached_kernels() -> int:
+    """How many files CuPy's kernel cache holds ($CUPY_CACHE_DIR, default ~/.cupy/kernel_cache)."""
+    import os
+    from pathlib import Path
+    folder = Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cupy" / "kernel_cache")
+    return sum(1 for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+
+
+def _compile_in_processes(work: list[tuple[str, str, bool]], jobs: int | None) -> int:
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
@@ -87,11 +90,16 @@ def to_precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: st
     return work
 
 
-def _compile_quietly(job: tuple[str, str]) -> None:
+def _compile_quietly(job: tuple[str, str, bool]) -> None:
     from . import chapters
     chapter = chapters.get(job[0])
+    variant = chapter.variant(job[1])
+    small = [{**chapter.problems["cpu"], "n": n} for n in chapter.test_sizes[:1]]
     try:
-        load_variant(chapter, chapter.variant(job[1]), backend="cupy")
+        if job[2] and small and variant.supports(small[0], "cupy"):
+            verify(chapter, variant, small[0], backend="cupy")
+        else:
+            load_variant(chapter, variant, backend="cupy")
     except Exception:      # the run itself reports it, with its message
         pass
 
