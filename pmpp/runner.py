@@ -43,17 +43,19 @@ def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, 
     """On a GPU, compile what a run of ``plan`` ((chapter, variants) pairs) needs in parallel
     processes, into CuPy's kernel cache on disk, where the run that follows finds it: every
     variant's kernels, and CuPy's own kernels for each chapter's inputs, reference and checks (one
-    variant per chapter is checked at the chapter's smallest awkward size). One NVRTC compile after
+    variant per chapter and problem is checked at the chapter's smallest awkward size). One NVRTC compile after
     another took most of a first run. Done only when CuPy's cache holds fewer kernels than the
     plan has variants (a first run; ``force``: always). Returns the number of jobs run. A variant
     that fails is left to the run, which reports it."""
     work = to_precompile(plan, backend) if backend == "cupy" else []
     if len(work) < 2 or not (force or _cached_kernels() < len(work)):
         return 0
-    first_of_chapter = {}
+    from . import chapters
+    first_of_problem = {}      # a variant's own problem (another op, dtype, bins) needs other kernels
     for chapter, variant in work:
-        first_of_chapter.setdefault(chapter, variant)
-    checked = [(chapter, variant, True) for chapter, variant in first_of_chapter.items()]
+        problem = chapters.get(chapter).variant(variant).problem
+        first_of_problem.setdefault((chapter, repr(sorted(problem.items()))), (chapter, variant))
+    checked = [(chapter, variant, True) for chapter, variant in first_of_problem.values()]
     return _compile_in_processes(checked + [(c, v, False) for c, v in work], jobs)
 
 
