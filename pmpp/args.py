@@ -236,21 +236,30 @@ def check_aligned(alignment: int, **arrays) -> None:
 
 def _scalar(param: Param, value, where: str):
     dtype, lanes = param_dtype(param)
-    if hasattr(value, "__len__") or hasattr(value, "shape") and getattr(value, "ndim", 0) > 0:
-        raise TypeError(f"{where}: expected a scalar, got {_describe(value)}")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not isinstance(value, np.generic) and (hasattr(value, "__len__") or getattr(value, "ndim", 0) > 0):
+        raise TypeError(f"{where}: expected a scalar, got {_describe(value)}" + _struct_hint(param, dtype, lanes))
     if dtype is None or lanes > 1:
-        if isinstance(value, np.generic):
+        if isinstance(value, np.generic):   # a struct, dim3 or vector by value: a structured scalar
             return value
         raise TypeError(f"{where}: pmpp cannot convert a Python value to {param.base!r}; "
-                        "pass a NumPy scalar of exactly that C type")
-    if isinstance(value, np.ndarray):   # 0-d array
-        value = value[()]
+                        "pass a NumPy scalar of exactly that C type" + _struct_hint(param, dtype, lanes))
     if isinstance(value, np.generic):
         if value.dtype != dtype:
             raise TypeError(f"{where}: got a numpy.{value.dtype} scalar but the parameter is "
                             f"{param.base} (numpy.{dtype}); pass numpy.{dtype}(value) or a Python number")
         return value
     return _from_python(value, dtype, where)
+
+
+def _struct_hint(param: Param, dtype, lanes: int) -> str:
+    """How to pass a struct, ``dim3`` or vector type by value."""
+    if dtype is not None and lanes == 1:
+        return ""
+    return (f". A {param.base} is passed as a NumPy structured scalar laid out as the C type, e.g. "
+            "np.array((1, 2, 3), np.dtype([('x', np.uint32), ('y', np.uint32), ('z', np.uint32)]))[()] "
+            "for a dim3 (build the dtype with align=True for C's padding)")
 
 
 def _from_python(value, dtype: np.dtype, where: str):

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 from . import args as launch_args
 from .backends import resolve_backend
 from .errors import BackendUnavailableError
-from .source import (define_options, display_name, find_kernels, resolve, signature_for,
-                     with_line_directive)
+from .source import (define_options, display_name, expand_includes, find_kernels, include_dirs,
+                     resolve, signature_for, with_line_directive)
 
 _loaded: dict = {}
 
@@ -26,7 +27,9 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
     engine with race, out-of-bounds and barrier checks; ``count=True`` runs on the CPU engine and
     counts (every launch leaves its :class:`pmpp.Counters` in ``module.last_counters``; see
     :func:`pmpp.counters`); ``timeout`` (seconds) limits a CPU-engine launch. ``filename`` names a
-    source string in messages and counters. Compiled modules are reused when the same source and
+    source string in messages and counters. ``#include "header"`` is looked up beside the file that
+    includes it (a source string's: the current directory), then in the ``-I`` directories of
+    ``options``, as nvcc does. Compiled modules are reused when the same source, headers and
     options are loaded again.
     """
     if (path is None) == (source is None):
@@ -35,9 +38,9 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
         raise ValueError("a module either checks (check=True) or counts (count=True): load it twice")
     if path is not None:
         file = resolve(path)
-        filename, text = display_name(file), file.read_text()
+        filename, text, directory = display_name(file), file.read_text(), file.parent
     else:
-        filename, text = filename or "<source>", source
+        filename, text, directory = filename or "<source>", source, Path.cwd()
     if (check or count) and backend in (None, "auto"):
         backend = "cpu"
     backend = resolve_backend(backend)
@@ -47,10 +50,12 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
     user_options = tuple(options)
     options = user_options + tuple(define_options(defines))
     name_expressions = tuple(name_expressions)
-    key = (backend, filename, text, options, name_expressions, bool(check), bool(count), timeout)
+    compiled = expand_includes(text, filename, directory, include_dirs(user_options))
+    key = (backend, filename, compiled, options, name_expressions, bool(check), bool(count), timeout)
     if key not in _loaded:
-        _loaded[key] = Module(_compile(backend, text, filename, options, name_expressions, check, timeout, count),
-                              filename, text, name_expressions, dict(defines or {}), user_options)
+        _loaded[key] = Module(_compile(backend, compiled, filename, options, name_expressions, check, timeout, count),
+                              filename, text, name_expressions, dict(defines or {}), user_options,
+                              compiled=compiled)
     return _loaded[key]
 
 
@@ -82,7 +87,8 @@ _CPU_DEFAULTS = {"backend": "cpu", "array_type": np.ndarray, "sm_count": os.cpu_
 class Module:
     """A compiled kernel file. Mirrors ``cupy.RawModule``."""
 
-    def __init__(self, impl, filename: str, text: str, name_expressions=(), defines=None, options=()):
+    def __init__(self, impl, filename: str, text: str, name_expressions=(), defines=None, options=(),
+                 compiled=None):
         self._impl = impl
         self.filename = filename
         self.source = text
@@ -90,7 +96,7 @@ class Module:
         self.options = tuple(options)                 # as given to load(), defines apart
         self.name_expressions = tuple(name_expressions)
         self.launches = []                            # count builds: the Counters of every launch
-        self._signatures = find_kernels(text)
+        self._signatures = find_kernels(text if compiled is None else compiled)   # headers' kernels too
         self.kernel_names = [n for n, s in self._signatures.items() if not s.template_params] \
             + list(name_expressions)
         self._functions = {}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -42,8 +43,7 @@ def display_name(path: Path) -> str:
 
 def with_line_directive(text: str, filename: str) -> str:
     """Prepend ``#line 1 "file"`` so every compiler names the ``.cu`` file and its own lines."""
-    escaped = filename.replace("\\", "/").replace('"', '\\"')
-    return f'#line 1 "{escaped}"\n{text}'
+    return _line_directive(1, filename) + text
 
 
 def define_options(defines) -> list[str]:
@@ -59,6 +59,96 @@ def define_options(defines) -> list[str]:
         else:
             options.append(f"-D{name}={value}")
     return options
+
+
+# ----------------------------------------------------------------------------------------------
+# #include "file": the student's headers are put into the source itself, each between #line
+# directives, so that both backends compile one self-contained text: headers are found relative to
+# the file that includes them (as nvcc does), the CPU engine's rewriting of __shared__ reaches
+# them, and a changed header is a changed source to every cache.
+
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*', re.M)
+_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once\b[^\n]*", re.M)
+_MAX_INCLUDE_DEPTH = 200            # as g++'s limit of nested #include
+_MAX_HEADER_BYTES = 4 << 20          # larger files are left to the compiler
+
+
+def include_dirs(options) -> list[Path]:
+    """The ``-I`` directories among NVRTC-style ``options`` (``-Idir``, ``-I dir``,
+    ``--include-path=dir``), resolved against the current directory."""
+    dirs, opts = [], [str(o) for o in options]
+    for i, opt in enumerate(opts):
+        if opt in ("-I", "--include-path") and i + 1 < len(opts):
+            dirs.append(opts[i + 1])
+        elif opt.startswith("--include-path="):
+            dirs.append(opt.split("=", 1)[1])
+        elif opt.startswith("-I") and len(opt) > 2:
+            dirs.append(opt[2:])
+    return [Path(d).resolve() for d in dirs]
+
+
+def expand_includes(text: str, filename: str, directory: Path, search=()) -> str:
+    """``text`` (named ``filename`` in messages, its ``#include "x"`` looked up in ``directory``
+    first, then in ``search``) with each such header it reaches written in its place."""
+    return _Includes(list(search)).expand(text, filename, Path(directory), ())
+
+
+class _Includes:
+    def __init__(self, search):
+        self.search = search
+
+    def expand(self, text, filename, directory, stack):
+        code = strip_comments(text)
+        out, last = [], 0
+        for m in _QUOTED_INCLUDE.finditer(code):
+            header = self.find(m.group(1), directory)
+            if header is None:
+                continue   # the compiler's own headers (cuda_runtime.h ...), or a missing file
+            out.append(text[last:m.start()])
+            line = code.count("\n", 0, m.end()) + 1
+            out.append(self.inline(header, stack) + _line_directive(line + 1, filename))
+            last = m.end() + 1 if code.startswith("\n", m.end()) else m.end()
+        out.append(text[last:])
+        return "".join(out)
+
+    def find(self, operand, directory):
+        for folder in (directory, *self.search):
+            path = (folder / operand).resolve()
+            if path.is_file():
+                return path if _inlinable(path) else None
+        return None
+
+    def inline(self, header, stack):
+        if header in stack:
+            return ""    # included again from itself: only its include guard would be read
+        if len(stack) >= _MAX_INCLUDE_DEPTH:
+            raise CompileError(f"{display_name(stack[-1])}: #include nested more than "
+                               f"{_MAX_INCLUDE_DEPTH} deep", filename=display_name(stack[-1]))
+        text = header.read_text(errors="replace")
+        once = _PRAGMA_ONCE.search(strip_comments(text))
+        if once:   # becomes an include guard: inlined text is no file of its own to the compiler
+            text = text[:once.start()] + text[once.end():]
+        name = display_name(header)
+        body = self.expand(text, name, header.parent, (*stack, header))
+        body = _line_directive(1, name) + body + ("" if body.endswith("\n") else "\n")
+        if not once:
+            return body
+        guard = "__PMPP_ONCE_" + hashlib.sha256(str(header).encode()).hexdigest()[:16]
+        return f"#ifndef {guard}\n#define {guard}\n{body}#endif\n"
+
+
+def _line_directive(line: int, filename: str) -> str:
+    escaped = filename.replace("\\", "/").replace('"', '\\"')
+    return f'#line {line} "{escaped}"\n'
+
+
+def _inlinable(path: Path) -> bool:
+    """Is ``path`` a header of the student's? Not CUDA's own (the toolkit's, or the CPU engine's
+    stand-ins: the compiler finds those), nor a system file under /proc or /sys (the CPU engine
+    refuses those before compiling), nor one too large to read here."""
+    if path.parts[1:2] in (("proc",), ("sys",), ("dev",)) or (path.parent / "cuda_runtime_api.h").is_file():
+        return False
+    return path.stat().st_size <= _MAX_HEADER_BYTES
 
 
 # nvcc/NVRTC: "file.cu(12): error: ..."; g++: "file.cu:12:5: error: ..."

@@ -203,10 +203,10 @@ class CpuModule:
             elif isinstance(arg, np.generic):
                 data = arg.tobytes()
                 if len(data) != sizes[i]:
+                    kind = "structured value" if arg.dtype.fields else arg.dtype.name
                     raise TypeError(f"argument {pname!r} of kernel {name!r} is a {len(data)}-byte "
-                                    f"{arg.dtype.name}, but that parameter has {sizes[i]} bytes: "
-                                    "pass a numpy scalar of the parameter's type "
-                                    "(np.float32, np.int32, ...)")
+                                    f"{kind}, but that parameter has {sizes[i]} bytes: "
+                                    + _scalar_hint(arg.dtype))
                 specs.append(("scalar", data))
             else:
                 raise TypeError(f"argument {pname!r} of kernel {name!r} must be a numpy array or a "
@@ -216,6 +216,13 @@ class CpuModule:
         copy_in = [(specs[i][1], _bytes_view(args[i], specs[i][5], name, writable=False)) for i in arrays]
         copy_out = [(specs[i][1], _bytes_view(args[i], specs[i][5], name)) for i in arrays if specs[i][6]]
         return [tuple(s) for s in specs], copy_in, copy_out
+
+
+def _scalar_hint(dtype):
+    if dtype.fields is None:
+        return "pass a numpy scalar of the parameter's type (np.float32, np.int32, ...)"
+    return ("give the structured dtype the struct's fields in order, with align=True "
+            "(np.dtype([...], align=True)) so that it is padded as C pads the struct")
 
 
 def _bytes_view(arr, pname, kernel, writable=True):

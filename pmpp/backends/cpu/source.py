@@ -17,6 +17,9 @@ _QUALIFIER_AT_END = re.compile(
     r"(?:\b(?:static|volatile|extern|const|__device__)\b|__align__\s*\(\s*[^()]*\)"
     r"|alignas\s*\([^()]*\))\s*$"
 )
+# What may stand before __shared__ in a declaration: types, qualifiers, alignment and template
+# arguments (not an expression or a label).
+_DECL_SPECIFIERS = re.compile(r"(?:\s|\w|::|<[\w\s:,<>*]*>|\*|__align__\s*\(\s*[^()]*\)|alignas\s*\([^()]*\))*")
 _ALIGN = re.compile(r"__align__\s*\(([^()]*)\)|alignas\s*\(([^()]*)\)")
 _LINE_DIRECTIVE = re.compile(r'\s*#\s*(?:line\s+)?(\d+)(?:\s+"((?:[^"\\]|\\.)*)")?')
 
@@ -177,6 +180,14 @@ def _directive_end(masked, pos):
         end += 1
 
 
+def _statement_start(masked, pos):
+    """Where the statement holding offset ``pos`` starts: after the last ``;``, ``{`` or ``}``
+    before it, or after a preprocessor line between that and ``pos``."""
+    start = max(masked.rfind(ch, 0, pos) for ch in ";{}") + 1
+    directives = list(re.finditer(r"^[ \t]*#[^\n]*\n", masked[start:pos], re.M))
+    return start + (directives[-1].end() if directives else 0)
+
+
 class _SharedRewriter:
     def __init__(self, src, masked, filename):
         self.src, self.masked, self.filename = src, masked, filename
@@ -188,13 +199,8 @@ class _SharedRewriter:
     def rewrite(self, match):
         """(start, end, replacement) for the __shared__ declaration at ``match``."""
         masked = self.masked
-        start = match.start()
-        while True:
-            q = _QUALIFIER_AT_END.search(masked, 0, start)
-            if not q:
-                break
-            start = q.start()
         limit = _directive_end(masked, match.start()) or len(masked)
+        start = self._declaration_start(match.start())
         depth, end = 0, None
         for k in range(match.end(), limit):
             ch = masked[k]
@@ -222,6 +228,22 @@ class _SharedRewriter:
         in_directive = limit < len(masked)
         replacement += ("\\\n" if in_directive else "\n") * newlines
         return start, end + 1, replacement
+
+    def _declaration_start(self, shared_at):
+        """Where the declaration holding ``__shared__`` begins: the start of its statement when
+        only types and qualifiers precede ``__shared__`` there (``extern float __shared__ t[];``,
+        as CUDA allows), else the first of the qualifiers just before it."""
+        masked = self.masked
+        head_start = _statement_start(masked, shared_at)
+        head = masked[head_start:shared_at]
+        if head.strip() and _DECL_SPECIFIERS.fullmatch(head):
+            return head_start + len(head) - len(head.lstrip())
+        start = shared_at
+        while True:
+            q = _QUALIFIER_AT_END.search(masked, 0, start)
+            if not q:
+                return start
+            start = q.start()
 
     def _replacement(self, decl, scope, pos):
         align = None
@@ -293,6 +315,7 @@ def rewrite(src, filename):
             edits.append(edit)
     for m in re.finditer(r"\b__noinline__\b", masked):
         edits.append((m.start(), m.end(), "__attribute__((noinline))"))
+    edits += _static_constant_edits(masked)
     edits.sort()
     out, last = [], 0
     for start, end, text in edits:
@@ -301,6 +324,21 @@ def rewrite(src, filename):
         last = end
     out.append(src[last:])
     return "".join(out)
+
+
+def _static_constant_edits(masked):
+    """Edits that drop ``static`` from ``static __constant__`` variables: copy_to_symbol finds a
+    variable by its name in the module's symbol table, where g++ leaves out static ones (the
+    module is a single translation unit, so the linkage changes nothing else)."""
+    edits = []
+    for m in re.finditer(r"\b__constant__\b", masked):
+        start = _statement_start(masked, m.start())
+        ends = [k for k in (masked.find(ch, m.end()) for ch in "=;{(") if k >= 0]
+        if not ends or _scope_at(masked, m.start()) != "namespace":
+            continue
+        for word in re.finditer(r"\bstatic\b", masked[start:min(ends)]):
+            edits.append((start + word.start(), start + word.end(), " " * len("static")))
+    return edits
 
 
 def kernel_table(names):
