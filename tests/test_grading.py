@@ -220,14 +220,27 @@ def test_notebook_submissions_are_collected_by_the_notebooks_name(tmp_path):
         ("ann", "10_reduction.ipynb", "ann"), ("ben", "10_reduction.ipynb", "ben")]
 
 
-def test_a_hostile_submission_gets_a_verdict_and_changes_nothing(tmp_path):
-    from pmpp.backends.cpu import sandbox
-    if not sandbox.available()[0]:
-        pytest.skip(f"no sandbox here: {sandbox.available()[1]}")
+def file_writing_submission(tmp_path):
     victim = tmp_path / "written-by-the-kernel.txt"
     path = planted(tmp_path / "student", "float sum = 0.0f;",
                    f'float sum = 0.0f; {{ FILE* f = fopen("{victim}", "w"); if (f) fclose(f); }}')
     path.write_text("#include <cstdio>\n" + path.read_text())
+    return path, victim
+
+
+def test_a_submission_calling_host_functions_does_not_compile(tmp_path):
+    path, victim = file_writing_submission(tmp_path)
+    report = grading.grade("reduction/05", path, seed=1)
+    assert report.points == 0 and not victim.exists()
+    assert 'calling a __host__ function("fopen")' in report.checks[0].reason, str(report)
+
+
+def test_a_hostile_submission_gets_a_verdict_and_changes_nothing(tmp_path, monkeypatch):
+    from pmpp.backends.cpu import sandbox
+    if not sandbox.available()[0]:
+        pytest.skip(f"no sandbox here: {sandbox.available()[1]}")
+    monkeypatch.setenv("PMPP_DEVICE_CHECK", "0")     # what gets past the compile is contained too
+    path, victim = file_writing_submission(tmp_path)
     report = grading.grade("reduction/05", path, seed=1)
     assert not report.passed and not victim.exists()
     assert report.contained.startswith("contained:")

@@ -43,6 +43,10 @@ ENGINE_VERSION = "1"  # bump when generated code or flags change
 DEBUG_PREFIX = "/pmpp-build"  # what the cache directory is called in debug info
 
 PLAIN_FLAGS = ["-O2"]
+# CUDA's forward progress: a loop without side effects may be infinite (a thread spinning on memory
+# that nothing changes hangs on a GPU, and must reach the launch's time limit here too); C++ lets
+# the compiler assume such a loop ends and delete it (g++ from -O2, clang at any level).
+FORWARD_PROGRESS_FLAGS = ["-fno-finite-loops"]
 # Every load/store of kernel code that may touch shared data becomes a call
 # __tsan_{read,write}N(addr), which the runtime defines: the object is compiled with the compiler's
 # ThreadSanitizer instrumentation and linked WITHOUT its runtime library (see
@@ -134,12 +138,13 @@ class Compiler:
     def mode_flags(self, check, count):
         """The flags of a plain, checked (``check``) or count (``count``) build of kernel code."""
         if not (check or count):
-            return list(PLAIN_FLAGS)
+            return PLAIN_FLAGS + FORWARD_PROGRESS_FLAGS
         if self.family == "gcc":
             tsan = [flag for setting in TSAN_SETTINGS for flag in ("--param", setting)]
-            return CHECK_FLAGS + tsan + (COUNT_FLAGS["gcc"] if count else [])
+            return CHECK_FLAGS + FORWARD_PROGRESS_FLAGS + tsan + (COUNT_FLAGS["gcc"] if count else [])
         tsan = [flag for setting in CLANG_TSAN_SETTINGS for flag in ("-mllvm", f"-{setting}")]
-        return CHECK_FLAGS + CLANG_CHECK_FLAGS + tsan + (COUNT_FLAGS["clang"] if count else [])
+        return (CHECK_FLAGS + CLANG_CHECK_FLAGS + FORWARD_PROGRESS_FLAGS + tsan
+                + (COUNT_FLAGS["clang"] if count else []))
 
     def common_flags(self):
         return COMMON_FLAGS + (GCC_ONLY_FLAGS if self.family == "gcc" else [])
@@ -342,8 +347,45 @@ def translate_options(options):
     return [f"-std={std}", *flags]
 
 
-def _dependencies(dep_file, own_source):
-    """{path: sha256} of the user headers a compile read (from g++ -MMD)."""
+def user_macros(flags):
+    """The text of the header that gives kernel code the -D and -U options of ``flags``, or "" when
+    there are none. It is force-included after the prelude, so that a user's macro (a stencil
+    radius R, a tile size T) never reaches the engine's own code, as NVRTC keeps it out of CUDA's
+    headers; each option means what it means on g++'s command line (-DN: 1, -DN=: empty)."""
+    directives = []
+    for flag in flags:
+        name, has_value, value = flag[2:].partition("=")
+        if flag.startswith("-U"):
+            directives.append(f"#undef {name}")
+        elif flag.startswith("-D"):
+            definition = (value.splitlines() or [""])[0] if has_value else "1"
+            directives.append(f"#define {name} {definition}".rstrip())
+    if not directives:
+        return ""
+    names = {d.split()[1].partition("(")[0] for d in directives}
+    reread = ["#include <pmpp_assert.h>"] if "NDEBUG" in names else []   # assert() follows NDEBUG
+    return "\n".join(['#line 1 "<command-line>"', *directives, *reread]) + "\n"
+
+
+def macros_after_prelude(flags, out_dir, stem):
+    """(``flags`` without their -D and -U options, the options that give those to kernel code
+    instead, the header written for them or None). The options are an ``-include`` of
+    ``out_dir``/``stem``.macros.h (see :func:`user_macros`): put them after the prelude's."""
+    rest = [flag for flag in flags if not flag.startswith(("-D", "-U"))]
+    macros = user_macros(flags)
+    if not macros:
+        return rest, [], None
+    header = Path(out_dir) / f"{stem}.macros.h"
+    tmp = _tmp_name(header)
+    tmp.write_text(macros)
+    os.replace(tmp, header)
+    return rest, ["-include", str(header)], header
+
+
+def _dependencies(dep_file, *generated):
+    """{path: sha256} of the user headers a compile read (from g++ -MMD), other than the engine's
+    and the ``generated`` files (the module's source and macros; None stands for none)."""
+    skipped = {Path(g) for g in generated if g}
     try:
         text = Path(dep_file).read_text()
     except OSError:
@@ -353,7 +395,7 @@ def _dependencies(dep_file, own_source):
     paths = {}
     for path in re.split(r"(?<!\\)\s+", deps.strip()):
         path = path.replace("\\ ", " ")
-        if not path or Path(path) == Path(own_source) or Path(path).parent == INCLUDE_DIR:
+        if not path or Path(path) in skipped or Path(path).parent == INCLUDE_DIR:
             continue
         try:
             paths[os.path.abspath(path)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -389,6 +431,8 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     out_dir = cache_dir()
     so = out_dir / f"mod-{key}{cc.library_suffix}"
     deps_json = out_dir / f"mod-{key}.deps.json"
+    from .devicecheck import refuse_host_calls   # before the cache: see devicecheck.py
+    refuse_host_calls(src, prepared, filename, flags, out_dir)
     if so.exists() and _deps_current(deps_json):
         return so
     refuse_special_includes(src, filename, out_dir, _include_dirs(flags))
@@ -396,14 +440,15 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     tmp_cpp = _tmp_name(cpp)
     tmp_cpp.write_text(prepared)
     os.replace(tmp_cpp, cpp)
+    other_flags, macro_include, macros_h = macros_after_prelude(flags, out_dir, f"mod-{key}")
     tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
     obj = out_dir / f"mod-{key}.o"
     tmp_obj = _tmp_name(obj)
     # Compile and link separately: the compiler would add its ThreadSanitizer runtime to a
     # -fsanitize=thread link.
-    compile_cmd = [*cc.command, *cc.common_flags(), *mode_flags, *flags, "-c",
+    compile_cmd = [*cc.command, *cc.common_flags(), *mode_flags, *other_flags, "-c",
                    f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
-                   "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h",
+                   "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h", *macro_include,
                    "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
     # Apple's linker leaves the debug information in the object file (the library names it), so
     # on macOS the object is kept beside the library under its final name.
@@ -424,7 +469,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
         raise
     finally:
         tmp_obj.unlink(missing_ok=True)
-    deps = _dependencies(tmp_dep, cpp)
+    deps = _dependencies(tmp_dep, cpp, macros_h)
     tmp_dep.unlink(missing_ok=True)
     tmp_json = _tmp_name(deps_json)
     tmp_json.write_text(json.dumps(deps))

@@ -19,7 +19,16 @@ typedef struct pmpp_dim {
 
 typedef struct pmpp_thread_ctx {
     pmpp_dim thread_idx, block_idx, block_dim, grid_dim;
+    /* Polling (see pmpp_note_poll in pmpp_cuda.h): the address of the thread's last atomic that
+     * left memory as it was (or volatile load), and how many such accesses of it came in a row. */
+    const void *poll_addr;
+    uint32_t poll_count;
 } pmpp_thread_ctx;
+
+/* A thread whose atomics (or volatile loads) read the same address this many times in a row
+ * without changing it is taken to be waiting for another thread: it lets its block's other
+ * threads run. */
+#define PMPP_POLLS_BEFORE_YIELD 32
 
 /* The fiber running on this OS thread. Initial-exec TLS: one load through %fs, no call. */
 extern __thread pmpp_thread_ctx *pmpp_cur __attribute__((tls_model("initial-exec")));

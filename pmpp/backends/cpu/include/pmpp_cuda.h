@@ -276,32 +276,63 @@ inline T reduce_minmax(bool is_max, const char *f, int l, unsigned m, T v) {
 #define __reduce_max_sync(m, v) ::pmpp::reduce_minmax(true, __FILE__, __LINE__, (m), (v))
 
 // ---- atomics (blocks run on several OS threads: these are real atomics) ------------------
+// A block's threads are fibers that switch only where they wait (barriers, warp primitives), so
+// a thread spinning on a flag that another warp of its block sets would never let that warp run.
+// An atomic that leaves memory as it was (an atomicAdd of 0, a failed atomicCAS, an atomicExch
+// of the value already there...) is what such a wait is made of: after PMPP_POLLS_BEFORE_YIELD
+// of them in a row on one address the thread lets the others run, as a GPU's warp scheduler
+// would. Atomics that change memory (a histogram's) cost one compare more, no call.
+namespace pmpp {
+PMPP_NOSAN inline void note_poll(const void *addr) {
+    pmpp_thread_ctx *ctx = pmpp_cur;
+    if (ctx->poll_addr != addr) {
+        ctx->poll_addr = addr;
+        ctx->poll_count = 0;
+    } else if (++ctx->poll_count >= PMPP_POLLS_BEFORE_YIELD) {
+        ctx->poll_count = 0;
+        pmpp_yield();
+    }
+}
+}  // namespace pmpp
+#define PMPP_POLLED_IF(unchanged, p) \
+    if (__builtin_expect(!!(unchanged), 0)) ::pmpp::note_poll(p)
 #define PMPP_RLX __ATOMIC_RELAXED
 #define PMPP_ATOMIC_INT(T)                                                                      \
     PMPP_ATOMIC_FN T atomicAdd(T *p, T v) {                                                     \
         PMPP_ATOMIC_CHECK(p);                                                                   \
-        return __atomic_fetch_add(p, v, PMPP_RLX);                                              \
+        T old = __atomic_fetch_add(p, v, PMPP_RLX);                                             \
+        PMPP_POLLED_IF(v == 0, p);                                                              \
+        return old;                                                                             \
     }                                                                                           \
     PMPP_ATOMIC_FN T atomicExch(T *p, T v) {                                                    \
         PMPP_ATOMIC_CHECK(p);                                                                   \
-        return __atomic_exchange_n(p, v, PMPP_RLX);                                             \
+        T old = __atomic_exchange_n(p, v, PMPP_RLX);                                            \
+        PMPP_POLLED_IF(old == v, p);                                                            \
+        return old;                                                                             \
     }                                                                                           \
     PMPP_ATOMIC_FN T atomicCAS(T *p, T compare, T v) {                                          \
         PMPP_ATOMIC_CHECK(p);                                                                   \
-        __atomic_compare_exchange_n(p, &compare, v, false, PMPP_RLX, PMPP_RLX);                 \
+        bool swapped = __atomic_compare_exchange_n(p, &compare, v, false, PMPP_RLX, PMPP_RLX);  \
+        PMPP_POLLED_IF(!swapped, p);                                                            \
         return compare;                                                                         \
     }                                                                                           \
     PMPP_ATOMIC_FN T atomicAnd(T *p, T v) {                                                     \
         PMPP_ATOMIC_CHECK(p);                                                                   \
-        return __atomic_fetch_and(p, v, PMPP_RLX);                                              \
+        T old = __atomic_fetch_and(p, v, PMPP_RLX);                                             \
+        PMPP_POLLED_IF((old & v) == old, p);                                                    \
+        return old;                                                                             \
     }                                                                                           \
     PMPP_ATOMIC_FN T atomicOr(T *p, T v) {                                                      \
         PMPP_ATOMIC_CHECK(p);                                                                   \
-        return __atomic_fetch_or(p, v, PMPP_RLX);                                               \
+        T old = __atomic_fetch_or(p, v, PMPP_RLX);                                              \
+        PMPP_POLLED_IF((old | v) == old, p);                                                    \
+        return old;                                                                             \
     }                                                                                           \
     PMPP_ATOMIC_FN T atomicXor(T *p, T v) {                                                     \
         PMPP_ATOMIC_CHECK(p);                                                                   \
-        return __atomic_fetch_xor(p, v, PMPP_RLX);                                              \
+        T old = __atomic_fetch_xor(p, v, PMPP_RLX);                                             \
+        PMPP_POLLED_IF(v == 0, p);                                                              \
+        return old;                                                                             \
     }
 #define PMPP_ATOMIC_MINMAX(T)                                                                   \
     PMPP_ATOMIC_FN T atomicMin(T *p, T v) {                                                     \
@@ -309,6 +340,7 @@ inline T reduce_minmax(bool is_max, const char *f, int l, unsigned m, T v) {
         T old = __atomic_load_n(p, PMPP_RLX);                                                   \
         while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, PMPP_RLX, PMPP_RLX)) { \
         }                                                                                       \
+        PMPP_POLLED_IF(!(v < old), p);                                                          \
         return old;                                                                             \
     }                                                                                           \
     PMPP_ATOMIC_FN T atomicMax(T *p, T v) {                                                     \
@@ -316,6 +348,7 @@ inline T reduce_minmax(bool is_max, const char *f, int l, unsigned m, T v) {
         T old = __atomic_load_n(p, PMPP_RLX);                                                   \
         while (v > old && !__atomic_compare_exchange_n(p, &old, v, true, PMPP_RLX, PMPP_RLX)) { \
         }                                                                                       \
+        PMPP_POLLED_IF(!(v > old), p);                                                          \
         return old;                                                                             \
     }
 PMPP_ATOMIC_INT(int)
@@ -328,16 +361,21 @@ PMPP_ATOMIC_MINMAX(long long)
 
 PMPP_ATOMIC_FN int atomicSub(int *p, int v) {
     PMPP_ATOMIC_CHECK(p);
-    return __atomic_fetch_sub(p, v, PMPP_RLX);
+    int old = __atomic_fetch_sub(p, v, PMPP_RLX);
+    PMPP_POLLED_IF(v == 0, p);
+    return old;
 }
 PMPP_ATOMIC_FN unsigned int atomicSub(unsigned int *p, unsigned int v) {
     PMPP_ATOMIC_CHECK(p);
-    return __atomic_fetch_sub(p, v, PMPP_RLX);
+    unsigned int old = __atomic_fetch_sub(p, v, PMPP_RLX);
+    PMPP_POLLED_IF(v == 0, p);
+    return old;
 }
 PMPP_ATOMIC_FN unsigned short atomicCAS(unsigned short *p, unsigned short compare,
                                         unsigned short v) {
     PMPP_ATOMIC_CHECK(p);
-    __atomic_compare_exchange_n(p, &compare, v, false, PMPP_RLX, PMPP_RLX);
+    bool swapped = __atomic_compare_exchange_n(p, &compare, v, false, PMPP_RLX, PMPP_RLX);
+    PMPP_POLLED_IF(!swapped, p);
     return compare;
 }
 PMPP_ATOMIC_FN unsigned int atomicInc(unsigned int *p, unsigned int limit) {
@@ -368,6 +406,7 @@ PMPP_ATOMIC_FN unsigned int atomicDec(unsigned int *p, unsigned int limit) {
             f += v;                                                                               \
             __builtin_memcpy(&nw, &f, sizeof f);                                                  \
         } while (!__atomic_compare_exchange_n(u, &old, nw, true, PMPP_RLX, PMPP_RLX));            \
+        PMPP_POLLED_IF(old == nw, p);                                                             \
         __builtin_memcpy(&f, &old, sizeof f);                                                     \
         return f;                                                                                 \
     }                                                                                             \
@@ -376,6 +415,7 @@ PMPP_ATOMIC_FN unsigned int atomicDec(unsigned int *p, unsigned int limit) {
         B nw, old;                                                                                \
         __builtin_memcpy(&nw, &v, sizeof v);                                                      \
         old = __atomic_exchange_n(reinterpret_cast<B *>(p), nw, PMPP_RLX);                        \
+        PMPP_POLLED_IF(old == nw, p);                                                             \
         T f;                                                                                      \
         __builtin_memcpy(&f, &old, sizeof f);                                                     \
         return f;                                                                                 \
@@ -631,8 +671,14 @@ template <class T>
 inline constexpr bool volatile_copyable = std::is_arithmetic<T>::value || std::is_pointer<T>::value;
 template <class T>
 inline T coherent_load(const T *p) {
-    if constexpr (volatile_copyable<T>) return *(const volatile T *)p;
-    else return *p;
+    if constexpr (volatile_copyable<T>) {
+#if !PMPP_CHECK
+        note_poll(p);  // checked builds: the runtime's volatile-load hook does it
+#endif
+        return *(const volatile T *)p;
+    } else {
+        return *p;
+    }
 }
 template <class T>
 inline void coherent_store(T *p, T v) {

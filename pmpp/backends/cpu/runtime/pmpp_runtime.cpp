@@ -4,7 +4,8 @@
 // linear block indices from an atomic counter; a block never migrates. Inside a block every
 // CUDA thread is a user-level fiber with its own stack, and a small round-robin scheduler of
 // our own runs the fibers of the block one after another on its OS thread: a fiber runs until
-// it reaches __syncthreads() or a warp primitive, then switches back to the scheduler.
+// it reaches __syncthreads() or a warp primitive, or polls a flag (see note_poll), then switches
+// to the next fiber.
 //
 // Why fcontext and our own scheduler: a barrier costs one switch into and one out of every
 // fiber. Measured on the 2-core development machine for a 2^20-float shared-memory tree
@@ -308,6 +309,21 @@ inline void switch_away(Worker *w, Fiber *f) {
 }
 
 inline void yield(Worker *w) { switch_away(w, cur_fiber()); }
+
+// A volatile load, or an atomic that left memory as it was, of address a: after
+// PMPP_POLLS_BEFORE_YIELD of them in a row the thread is taken to wait for another thread of its
+// block, and lets the others run (the prelude's atomics do the same inline, see note_poll there).
+inline void note_poll(const void *a) {
+    Fiber *f = cur_fiber();
+    if (!f) return;
+    if (f->c.poll_addr != a) {
+        f->c.poll_addr = a;
+        f->c.poll_count = 0;
+    } else if (++f->c.poll_count >= PMPP_POLLS_BEFORE_YIELD) {
+        f->c.poll_count = 0;
+        yield(f->w);
+    }
+}
 
 // "(0,0,0)-(99,0,0) (100 threads)" for a set of linear thread indices.
 std::string describe_threads(Worker *w, const std::vector<uint32_t> &ids) {
@@ -1614,6 +1630,8 @@ void run_block(Worker *w, uint64_t b) {
         f.c.block_idx = bid;
         f.c.block_dim = bdim;
         f.c.grid_dim = gdim;
+        f.c.poll_addr = nullptr;
+        f.c.poll_count = 0;
         f.state = RUNNABLE;
         f.stack = -1;
     }
@@ -2210,6 +2228,14 @@ __attribute__((always_inline)) inline void check_access(uintptr_t a, size_t size
     if (f->w->L->check) classify(f, a, size, write, pc, kind);
 }
 
+// The result of an atomic of kernel code at a, noted as a poll when unchanged(result) says it left
+// memory as it was.
+template <class R, class Unchanged>
+inline R polled_if(R result, Unchanged unchanged, const volatile void *a) {
+    if (unchanged(result)) note_poll(const_cast<const void *>(a));
+    return result;
+}
+
 }  // namespace
 
 // ---- the C interface ------------------------------------------------------------------------
@@ -2474,6 +2500,7 @@ void pmpp_count_result(pmpp_count_summary *summary, pmpp_count_row *rows, uint64
     }                                                                                          \
     __attribute__((noinline)) void __tsan_volatile_read##n(void *a) {                          \
         check_access(uintptr_t(a), n, false, PMPP_PC, ACCESS_VOLATILE);                        \
+        note_poll(a);                                                                          \
     }                                                                                          \
     __attribute__((noinline)) void __tsan_volatile_write##n(void *a) {                         \
         check_access(uintptr_t(a), n, true, PMPP_PC, ACCESS_VOLATILE);                         \
@@ -2517,54 +2544,59 @@ void __tsan_vptr_read(void **) {}
 
 // Atomics written with __atomic builtins or std::atomic directly in kernel code (the prelude's
 // atomicAdd and friends are not instrumented and check their address themselves).
-#define PMPP_TSAN_ATOMICS(n, T)                                                                \
-    __attribute__((noinline)) T __tsan_atomic##n##_load(const volatile T *a, int) {            \
-        check_access(uintptr_t(a), sizeof(T), false, PMPP_PC, ACCESS_ATOMIC);                  \
-        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                           \
-    }                                                                                          \
-    __attribute__((noinline)) void __tsan_atomic##n##_store(volatile T *a, T v, int) {         \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                              \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_exchange(volatile T *a, T v, int) {         \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                    \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                     \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                     \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                     \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) {         \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                      \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) {        \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                     \
-    }                                                                                          \
-    __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_strong(                  \
-        volatile T *a, T *c, T v, int, int) {                                                  \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-    }                                                                                          \
-    __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_weak(                    \
-        volatile T *a, T *c, T v, int, int) {                                                  \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
-    }                                                                                          \
-    __attribute__((noinline)) T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c,    \
-                                                                        T v, int, int) {       \
-        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                   \
-        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
-        return c;                                                                              \
+// Those that leave memory as it was are polls (see note_poll).
+#define PMPP_TSAN_ATOMICS(n, T)                                                                                    \
+    __attribute__((noinline)) T __tsan_atomic##n##_load(const volatile T *a, int) {                                \
+        check_access(uintptr_t(a), sizeof(T), false, PMPP_PC, ACCESS_ATOMIC);                                      \
+        note_poll((const void *)a);                                                                                \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                               \
+    }                                                                                                              \
+    __attribute__((noinline)) void __tsan_atomic##n##_store(volatile T *a, T v, int) {                             \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                                  \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_exchange(volatile T *a, T v, int) {                             \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_exchange_n(a, v, __ATOMIC_SEQ_CST), [v](T old) { return old == v; }, a);         \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_add(volatile T *a, T v, int) {                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_fetch_add(a, v, __ATOMIC_SEQ_CST), [v](T) { return v == 0; }, a);                \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_sub(volatile T *a, T v, int) {                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST), [v](T) { return v == 0; }, a);                \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_and(volatile T *a, T v, int) {                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_fetch_and(a, v, __ATOMIC_SEQ_CST), [v](T old) { return T(old & v) == old; }, a); \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_or(volatile T *a, T v, int) {                             \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_fetch_or(a, v, __ATOMIC_SEQ_CST), [v](T old) { return T(old | v) == old; }, a);  \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_fetch_xor(volatile T *a, T v, int) {                            \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST), [v](T) { return v == 0; }, a);                \
+    }                                                                                                              \
+    __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_strong(                                      \
+        volatile T *a, T *c, T v, int, int) {                                                                      \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST),          \
+                         [](bool swapped) { return !swapped; }, a);                                                \
+    }                                                                                                              \
+    __attribute__((noinline)) int __tsan_atomic##n##_compare_exchange_weak(                                        \
+        volatile T *a, T *c, T v, int, int) {                                                                      \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        return polled_if(__atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST),          \
+                         [](bool swapped) { return !swapped; }, a);                                                \
+    }                                                                                                              \
+    __attribute__((noinline)) T __tsan_atomic##n##_compare_exchange_val(volatile T *a, T c,                        \
+                                                                        T v, int, int) {                           \
+        check_access(uintptr_t(a), sizeof(T), true, PMPP_PC, ACCESS_ATOMIC);                                       \
+        bool swapped = __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);           \
+        if (!swapped) note_poll((const void *)a);                                                                  \
+        return c;                                                                                                  \
     }
 PMPP_TSAN_ATOMICS(8, uint8_t)
 PMPP_TSAN_ATOMICS(16, uint16_t)
