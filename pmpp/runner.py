@@ -71,10 +71,16 @@ def _compile_in_processes(work: list[tuple[str, str, bool]], jobs: int | None) -
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(work), 16))
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_compile_quietly, work))
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(_compile_quietly, work))
+    except (BrokenProcessPool, RuntimeError, OSError):
+        # no processes here (e.g. a script that calls pmpp.cli.main without the
+        # `if __name__ == "__main__":` guard that spawning needs): the run compiles as it goes
+        return 0
     return len(work)
 
 

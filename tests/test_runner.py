@@ -114,6 +114,18 @@ def test_precompile_takes_every_variant_that_runs_on_a_gpu_at_some_size():
     assert len(work) == sum(len(variants) for _, variants in plan) - 1
 
 
+def test_precompile_gives_way_when_processes_cannot_start(monkeypatch):
+    import concurrent.futures
+
+    class Refusing:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("An attempt has been made to start a new process before the current "
+                               "process has finished its bootstrapping phase.")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Refusing)
+    assert runner._compile_in_processes([("reduction", "01_simple", False)] * 2, jobs=2) == 0
+
+
 @pytest.mark.gpu
 def test_precompile_fills_cupys_kernel_cache_for_the_run_that_follows(tmp_path, monkeypatch):
     from pmpp.runner import precompile
