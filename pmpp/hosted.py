@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 
+from . import backends
+
 CELL_ID = "hosted-setup"
 FIRST_LINE = ("# Setup for Google Colab and Kaggle. "
               "Where pmpp is installed (your own machine) it installs nothing.")
@@ -102,7 +104,7 @@ def _text(cell) -> str:
 def describe_gpu() -> str:
     """One line: the GPU's name and compute capability (from CuPy, else ``nvidia-smi``), or that
     there is none and kernels run on the CPU engine."""
-    cupy_gpu, cupy_problem = _gpu_from_cupy()
+    cupy_gpu, cupy_problem = backends.cupy_gpu()
     if cupy_gpu:
         return f"GPU: {_gpu_text(*cupy_gpu)}. Kernels run on it through CuPy."
     smi_gpu = _gpu_from_nvidia_smi()
@@ -116,22 +118,6 @@ def describe_gpu() -> str:
 
 def _gpu_text(name: str, major: int, minor: int) -> str:
     return f"{name}, compute capability {major}.{minor} (sm_{major}{minor})"
-
-
-def _gpu_from_cupy():
-    """((name, major, minor), None) for CuPy's current GPU, or (None, why CuPy cannot use one)."""
-    try:
-        import cupy
-    except ImportError:
-        return None, "CuPy is not installed"
-    except Exception as exc:                    # a broken CUDA install can fail at import
-        return None, f"CuPy failed to import ({exc})"
-    try:
-        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    except Exception as exc:
-        return None, f"CuPy cannot use it ({exc})"
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    return (name, int(props["major"]), int(props["minor"])), None
 
 
 def _gpu_from_nvidia_smi():

@@ -10,23 +10,32 @@ BACKENDS = ("cupy", "cpu")
 _ALIASES = {"gpu": "cupy", "cuda": "cupy", "cupy": "cupy", "cpu": "cpu"}
 
 
-@functools.lru_cache(maxsize=None)
-def gpu_status() -> tuple[bool, str]:
-    """(is a CUDA GPU usable through CuPy?, one sentence saying why or why not)."""
+def cupy_gpu() -> tuple[tuple[str, int, int] | None, str]:
+    """((name, major, minor), "") for CuPy's current GPU, or (None, why CuPy cannot use one)."""
     try:
         import cupy
     except ImportError:
-        return False, "CuPy is not installed"
+        return None, "CuPy is not installed"
     except Exception as exc:  # a broken CUDA install can fail at import
-        return False, f"CuPy failed to import ({exc})"
+        return None, f"CuPy failed to import ({exc})"
     try:
         if not cupy.cuda.is_available():
-            return False, "CuPy is installed but found no CUDA GPU (no device or no driver)"
+            return None, "CuPy is installed but found no CUDA GPU (no device or no driver)"
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-        return True, f"{name} (CuPy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()})"
     except Exception as exc:
-        return False, f"CuPy could not use the GPU ({exc})"
+        return None, f"CuPy could not use the GPU ({exc})"
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return (name, int(props["major"]), int(props["minor"])), ""
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_status() -> tuple[bool, str]:
+    """(is a CUDA GPU usable through CuPy?, one sentence saying why or why not)."""
+    gpu, why_not = cupy_gpu()
+    if gpu is None:
+        return False, why_not
+    import cupy
+    return True, f"{gpu[0]} (CuPy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()})"
 
 
 def gpu_available() -> bool:
