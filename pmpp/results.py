@@ -152,6 +152,9 @@ def versions(backend: Any = None) -> dict:
         v["cuda_runtime"] = _cuda_version(rt.runtimeGetVersion())
         v["cuda_driver_api"] = _cuda_version(rt.driverGetVersion())
         v["driver"] = _nvidia_smi("driver_version") or v["cuda_driver_api"]
+        from .libraries import cub
+        if cub.loaded_version():             # only when a CUB row ran in this process
+            v["cub"] = cub.loaded_version()
     return v
 
 
@@ -241,11 +244,12 @@ def write_results(path: str | os.PathLike | None, chapter: str, entries: Sequenc
     device = dict(device_info() if device is None else device)
     commit = commit if commit is not None else (git_commit() or "unknown")
     path = Path(path) if path is not None else default_path(device, commit)
-    old_chapters = _chapters_to_keep(path, device, commit)
+    old_chapters, old_versions = _chapters_to_keep(path, device, commit)
     entries = [dict(e) for e in entries]
+    software = dict(versions() if software is None else software)
     data = {
         "device": device,
-        "versions": dict(versions() if software is None else software),
+        "versions": {**{k: v for k, v in old_versions.items() if k == "cub"}, **software},
         "date": date or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": commit,
         "clock": _clock_of(entries),
@@ -261,14 +265,15 @@ def write_results(path: str | os.PathLike | None, chapter: str, entries: Sequenc
     return path
 
 
-def _chapters_to_keep(path: Path, device: Mapping[str, Any], commit: str) -> dict:
-    """The chapters already in ``path``, which the new entries join: only if they were recorded on
-    the same device at the same commit, since the file's label speaks for all of them."""
+def _chapters_to_keep(path: Path, device: Mapping[str, Any], commit: str) -> tuple[dict, dict]:
+    """The chapters already in ``path``, which the new entries join, and the versions recorded
+    with them: only if they were recorded on the same device at the same commit, since the file's
+    label speaks for all of them."""
     if not path.exists():
-        return {}
+        return {}, {}
     old = load_results(path)
     ensure_same_run(path, old, device, commit)
-    return old["chapters"]
+    return old["chapters"], old.get("versions", {})
 
 
 def ensure_same_run(path: Path, old: Mapping[str, Any], device: Mapping[str, Any], commit: str) -> None:

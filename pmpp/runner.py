@@ -239,6 +239,8 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
                 entries.append(_checked_and_timed(
                     lib.name, "library", chapter.describe(base), model, backend, timing_args,
                     lambda: lib.run(base, inputs), lambda out: judge(out, reference, base)))
+            elif skipped and (reason := lib.why_not(backend)):
+                entries.append(skipped_entry(lib.name, "library", chapter.describe(base), reason))
             _advance(progress, f"{chapter.name}/{lib.name}")
     return entries
 
@@ -334,14 +336,15 @@ def _copy(value):
 
 def format_table(entries: list[dict]) -> str:
     """A plain-text table of entries, one row each; a row that was not run says why."""
-    header = f"{'variant':<28} {'ok':<4} {'median us':>11} {'GB/s':>9} {'GFLOP/s':>9} {'OP/B':>6}"
+    names = [e["name"] + (" [library]" if e["kind"] == "library" else "") for e in entries]
+    w = max([28, *map(len, names)])
+    header = f"{'variant':<{w}} {'ok':<4} {'median us':>11} {'GB/s':>9} {'GFLOP/s':>9} {'OP/B':>6}"
     rows = [header, "-" * len(header)]
-    for e in entries:
-        name = e["name"] + (" [library]" if e["kind"] == "library" else "")
+    for name, e in zip(names, entries):
         if e.get("skipped"):
-            rows.append(f"{name:<28} {'-':<4} not run: {e['skipped']}")
+            rows.append(f"{name:<{w}} {'-':<4} not run: {e['skipped']}")
             continue
-        rows.append(f"{name:<28} {'yes' if e['correct'] else 'NO':<4} {e['median_us']:>11.1f} "
+        rows.append(f"{name:<{w}} {'yes' if e['correct'] else 'NO':<4} {e['median_us']:>11.1f} "
                     f"{_number(e['gbps'], 9, 1)} {_number(e['gflops'], 9, 2)} {_number(e['intensity'], 6, 2)}")
     return "\n".join(rows)
 

@@ -151,9 +151,12 @@ def verdict(text, filename, options=(), name_expressions=()):
     return devicecheck.refuse_host_calls(full, prepared, filename, flags, toolchain.cache_dir())
 
 
-def test_the_nvrtc_check_says_it_was_skipped():
+def test_the_verdict_says_whether_nvrtc_checked_too(monkeypatch):
     result = verdict("__global__ void k(int *p) { p[0] = 1; }\n", "dev.cu")
-    assert result.checked and result.nvrtc.startswith("skipped")
+    assert result.checked and (result.nvrtc.startswith("skipped") or result.nvrtc.endswith(": passed"))
+    monkeypatch.setenv("PMPP_NVRTC", "0")
+    result = verdict("__global__ void k(int *p) { p[0] = 2; }\n", "dev.cu")
+    assert result.checked and result.nvrtc == "skipped: turned off by $PMPP_NVRTC"
 
 
 def _workbook_variants():

@@ -84,6 +84,9 @@ class Library:
     # Modules that run() and available() import which take seconds to import ("torch"): `pmpp run`
     # leaves such a routine out unless asked (a row says so), `pmpp bench` measures it.
     imports: Sequence[str] = ()
+    # why_not(backend) -> why it cannot run where it is meant to (a row of `pmpp run` says so), or
+    # None: e.g. CUB's routines on a GPU machine without nvcc.
+    why_not: Callable[[str], str | None] = lambda backend: None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import numpy as np
 import pmpp
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.draw import generator_for, host, on_host
+from pmpp.libraries import cub
 
 BLOCK_DIM = 256            # threads per block of the book's kernels (01-08) and the dot products
 COARSE_FACTOR = 32         # bytes per thread of 05-08
@@ -476,6 +477,11 @@ def _torch_run(problem, inputs):
     return _fold(cupy.from_dlpack(counts), problem, cupy)
 
 
+def _cub_run(problem, inputs):
+    """cub::DeviceHistogram::HistogramEven into the poisoned bins the kernels write (CUB zeroes them)."""
+    return cub.histogram(inputs["data"], inputs["histo"])
+
+
 def _numpy_run(problem, inputs):
     return _fold(np.bincount(np.asarray(inputs["data"]), minlength=BYTES), problem, np)
 
@@ -582,6 +588,7 @@ CHAPTER = Chapter(
     problems={"gpu": {"n": 2 ** 28, **_UNIFORM}, "cpu": {"n": 2 ** 20, **_UNIFORM}},
     test_sizes=(1, 31, 1000, 65_537, 2 ** 20 + 3),
     library=(
+        Library("cub::DeviceHistogram::HistogramEven", _cub_run, cub.available, why_not=cub.why_not_on_gpu),
         Library("cupy.bincount", _cupy_run, _cupy_available),
         Library("torch.bincount", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy.bincount", _numpy_run, lambda backend: backend == "cpu"),

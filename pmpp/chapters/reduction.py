@@ -24,6 +24,7 @@ import numpy as np
 import pmpp
 from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.draw import generator_for
+from pmpp.libraries import cub, cupy_routines
 
 BLOCK_DIM = 256          # default threads per block (15-17: VECTOR_BLOCK_DIM)
 VECTOR_BLOCK_DIM = 1024  # 15-17: 1024 beat 256 by ~1-2% on an H100 at 2^28
@@ -370,8 +371,9 @@ def _cupy_run(problem, inputs):
     return cupy.max(x) if problem.get("op", "sum") == "max" else cupy.sum(x)
 
 
-def _cupy_available(backend: str) -> bool:
-    return backend == "cupy"
+def _cub_run(problem, inputs):
+    """cub::DeviceReduce::Sum, or ::Max for a max, called directly."""
+    return cub.reduce(inputs["x"], problem.get("op", "sum"))
 
 
 def _torch_run(problem, inputs):
@@ -472,7 +474,9 @@ CHAPTER = Chapter(
     problems={"gpu": {"n": 2 ** 28, "op": "sum"}, "cpu": {"n": 2 ** 20, "op": "sum"}},
     test_sizes=(1, 31, 1000, 2 ** 20 + 3),
     library=(
-        Library("cupy.sum (CUB)", _cupy_run, _cupy_available),
+        Library("cub::DeviceReduce", _cub_run, cub.available, why_not=cub.why_not_on_gpu),
+        Library("cupy.sum (CUB)", _cupy_run, cupy_routines.available(with_cub=True)),
+        Library("cupy.sum", _cupy_run, cupy_routines.available(with_cub=False)),
         Library("torch.sum", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy.sum", _numpy_run, lambda backend: backend == "cpu"),
     ),

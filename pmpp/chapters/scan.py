@@ -33,6 +33,7 @@ import pmpp
 from pmpp.args import check_aligned
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.draw import generator_for, host, on_host
+from pmpp.libraries import cub, cupy_routines
 
 KINDS = ("inclusive", "exclusive")
 DTYPES = {"float32": "float", "int32": "int"}     # problem dtype -> the kernels' template argument
@@ -510,8 +511,10 @@ def _cupy_run(problem, inputs):
     return _library_result(cupy, inclusive, problem)
 
 
-def _cupy_available(backend: str) -> bool:
-    return backend == "cupy"
+def _cub_run(problem, inputs):
+    """cub::DeviceScan::InclusiveSum or ::ExclusiveSum, as the problem's kind asks, into the
+    poisoned output the kernels write."""
+    return cub.scan(inputs["x"], inputs["y"], problem.get("kind", "inclusive"))
 
 
 def _torch_run(problem, inputs):
@@ -596,7 +599,9 @@ CHAPTER = Chapter(
               "cpu": {"n": 1024, "dtype": "float32", "kind": "inclusive"}},
     test_sizes=(1, 31, 1000, 2 ** 20 + 7),
     library=(
-        Library("cupy.cumsum (CUB)", _cupy_run, _cupy_available),
+        Library("cub::DeviceScan", _cub_run, cub.available, why_not=cub.why_not_on_gpu),
+        Library("cupy.cumsum (CUB)", _cupy_run, cupy_routines.available(with_cub=True)),
+        Library("cupy.cumsum", _cupy_run, cupy_routines.available(with_cub=False)),
         Library("torch.cumsum", _torch_run, _torch_available, imports=("torch",)),
         Library("numpy.cumsum", _numpy_run, lambda backend: backend == "cpu"),
     ),

@@ -40,7 +40,7 @@ extern "C" __global__ void reverse_blocks(const float* in, float* out, unsigned*
 extern "C" __global__ void block_max_count(const int* in, int* block_max, int* count_pos, int n) {
     __shared__ int best;
     __shared__ int positives;
-    if (threadIdx.x == 0) { best = INT_MIN; positives = 0; }
+    if (threadIdx.x == 0) { best = -2147483647 - 1; positives = 0; }
     __syncthreads();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {

@@ -15,6 +15,8 @@ files declared without ``__device__``, a call into the C++ standard library othe
 functions, and any reference to a symbol defined outside the module (libc, POSIX, libstdc++) other
 than the device runtime's. Code of the engine's own headers is the CUDA API and is not looked into.
 
+Where NVRTC is installed, its front end compiles the source first (:mod:`.nvrtc`); what it refuses
+and this check and g++ accept is refused with NVRTC's words, and ``Verdict.nvrtc`` says what it did.
 Verdicts are cached under the same key as modules (source, options, compiler, engine) with the
 hashes of the user headers read, so a module that passed costs nothing more on later loads; the
 check runs before the module cache is consulted, so a module built with the check off
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from pmpp.errors import CompileError
 
+from . import nvrtc as _nvrtc
 from . import source as _source
 from . import toolchain as _toolchain
 
@@ -61,35 +64,42 @@ _SPECIAL_MEMBER = re.compile(r"(?:C[123]|D[012]|aS)E")   # constructors, destruc
 @dataclass(frozen=True)
 class Verdict:
     """What the device-code check found: ``checked`` (False where it could not run, with
-    ``reason``), and that NVRTC's own check was not run (``nvrtc``): this check needs no CUDA."""
+    ``reason``), and what NVRTC's check, run first, said (``nvrtc``: "nvrtc 13.5: passed" or
+    "skipped: why"; see :mod:`.nvrtc`)."""
     checked: bool
     reason: str = ""
-    nvrtc: str = "skipped: the CPU engine does not compile with NVRTC"
+    nvrtc: str = _nvrtc.NOT_INSTALLED
 
 
 def enabled():
     return os.environ.get("PMPP_DEVICE_CHECK", "1").strip().lower() not in ("0", "off", "no", "false")
 
 
-def refuse_host_calls(src, prepared, filename, flags, out_dir):
+def refuse_host_calls(src, prepared, filename, flags, out_dir, options=None, name_expressions=()):
     """Raise CompileError, at the line of the first one, for a call from device code to a host
     function. ``src``: the source as given (to quote from); ``prepared``: what the engine compiles;
-    ``flags``: its translated options; ``out_dir``: the cache directory. Returns a Verdict."""
+    ``flags``: its translated options; ``out_dir``: the cache directory; ``options`` (default
+    ``flags``) and ``name_expressions``: as the GPU backend would get them, for NVRTC's check,
+    which runs first. Returns a Verdict."""
     if not enabled():
-        return Verdict(False, "turned off by $PMPP_DEVICE_CHECK")
+        return Verdict(False, "turned off by $PMPP_DEVICE_CHECK", "skipped: turned off by $PMPP_DEVICE_CHECK")
+    said, refused = _nvrtc_check(src, filename, flags if options is None else options, name_expressions, out_dir)
+    verdict = functools.partial(Verdict, nvrtc=said)
     cc = _toolchain.cxx()
     if cc.macos:
-        return Verdict(False, "the check reads ELF assembly; it does not run on macOS")
+        return verdict(False, "the check reads ELF assembly; it does not run on macOS")
     relaxed = "--expt-relaxed-constexpr" in flags or "-expt-relaxed-constexpr" in flags
     key = _toolchain._digest(CHECK_VERSION, _toolchain._engine_digest(), *cc.identity, prepared, *flags,
                              MARKS.read_bytes(), relaxed)[:32]
     verdict_file = Path(out_dir) / f"devcheck-{key}.json"
     if verdict_file.exists() and _toolchain._deps_current(verdict_file):
-        return Verdict(True)
+        if refused:
+            raise refused
+        return verdict(True)
     _toolchain.refuse_special_includes(src, filename, out_dir, _toolchain._include_dirs(flags))
     found = _assembly(cc, prepared, flags, Path(out_dir), key, filename)
     if found is None:
-        return Verdict(False, "the source does not compile (the compile reports why)")
+        return verdict(False, "the source does not compile (the compile reports why)")
     asm, deps = found
     problems = find_host_calls(parse_assembly(asm, out_dir), relaxed)
     if problems:
@@ -97,7 +107,19 @@ def refuse_host_calls(src, prepared, filename, flags, out_dir):
     tmp = _toolchain._tmp_name(verdict_file)
     tmp.write_text(json.dumps(deps))
     os.replace(tmp, verdict_file)
-    return Verdict(True)
+    if refused:
+        raise refused
+    return verdict(True)
+
+
+def _nvrtc_check(src, filename, options, name_expressions, out_dir):
+    """(NVRTC's verdict, its CompileError or None). A refusal is raised only where the engine has
+    nothing more precise to say: g++'s own errors, and this check's host calls named at the line of
+    the call, come first."""
+    try:
+        return _nvrtc.check(src, filename, options, name_expressions, out_dir, _toolchain._digest), None
+    except CompileError as error:
+        return "refused", error
 
 
 def _assembly(cc, prepared, flags, out_dir, key, filename):

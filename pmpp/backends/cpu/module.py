@@ -57,6 +57,7 @@ class CpuModule:
         self.library_path = toolchain.build_module(
             source, filename=filename, options=tuple(options), names=self._names,
             n_kernel_names=len(list(dict.fromkeys(kernel_names))), check=self.check, count=self.count)
+        self.device_check = toolchain.device_check(self.library_path)   # what NVRTC and the check said
         self._constants = _source.constant_symbols(source)
         self._constant_elements = tuple(_source.constant_elements(source))
         self._id = next(_ids)

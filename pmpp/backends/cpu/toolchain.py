@@ -418,6 +418,16 @@ def _deps_current(deps_json):
     return True
 
 
+# What the device-code checks said of each module built in this process (a devicecheck.Verdict,
+# whose .nvrtc tells whether NVRTC passed it or why it was skipped), by library path.
+DEVICE_CHECKS = {}
+
+
+def device_check(library_path):
+    """The device-code checks' verdict on the module at ``library_path`` (see DEVICE_CHECKS)."""
+    return DEVICE_CHECKS.get(str(library_path))
+
+
 def build_module(src, *, filename, options, names, n_kernel_names, check, count=False, target=None):
     """Path of the compiled module for ``src`` (from the cache when possible): a plain, checked
     (``check``) or count (``count``) build, for the host or for ``target`` (see :func:`cxx`)."""
@@ -432,7 +442,8 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
     so = out_dir / f"mod-{key}{cc.library_suffix}"
     deps_json = out_dir / f"mod-{key}.deps.json"
     from .devicecheck import refuse_host_calls   # before the cache: see devicecheck.py
-    refuse_host_calls(src, prepared, filename, flags, out_dir)
+    DEVICE_CHECKS[str(so)] = refuse_host_calls(src, prepared, filename, flags, out_dir, options,
+                                               names[n_kernel_names:])
     if so.exists() and _deps_current(deps_json):
         return so
     refuse_special_includes(src, filename, out_dir, _include_dirs(flags))
@@ -516,7 +527,7 @@ def _setting(name, default):
 _LOG_READ = 4 << 20   # of g++'s output, read back for the message
 
 
-def run_limited(cmd, cwd, filename, limits=None):
+def run_limited(cmd, cwd, filename, limits=None, tool=None):
     """(exit status, output) of g++ command ``cmd`` run on kernel code under ``limits`` (default:
     from the environment), in a process group of its own with standard input from /dev/null.
     Raises CompileError, naming ``filename``, when it is stopped by the timeout or a limit."""
@@ -526,7 +537,7 @@ def run_limited(cmd, cwd, filename, limits=None):
         status = _run_group(cmd, cwd, out, limits)
         out.seek(0)
         log = out.read(_LOG_READ).decode(errors="replace")
-    stopped = _limit_reached(status, log, limits, filename)
+    stopped = _limit_reached(status, log, limits, filename, tool)
     if stopped:
         raise CompileError(stopped, filename=filename, log=log)
     return status, log
@@ -592,11 +603,12 @@ _TOOL_KILLED = re.compile(r"^[\w+.-]+: (?:fatal error|internal compiler error): 
                           r"(?P<why>CPU time limit exceeded|File size limit exceeded|Killed)", re.M)
 
 
-def _limit_reached(status, log, limits, filename):
-    """What stopped the compiler, in words for the student, or None when it ran to its end."""
+def _limit_reached(status, log, limits, filename, tool=None):
+    """What stopped the compiler (``tool``, default the C++ compiler), in words for the student, or
+    None when it ran to its end."""
     if status == 0:
         return None
-    cc = cxx().name
+    cc = tool or cxx().name
     killed = _TOOL_KILLED.search(log)
     why = killed.group("why") if killed else None
     if status is None:
