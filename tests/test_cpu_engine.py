@@ -494,7 +494,8 @@ def test_compile_error_names_file_and_line():
     ("x[0] = __shfl_down(x[0], 1);", "__shfl_down (without _sync) is not supported by pmpp's CPU engine"),
     ("x[0] = tex1Dfetch<float>(0ull, 1);", "texture and surface objects (tex1Dfetch) are not supported"),
     ("cudaDeviceSynchronize();", "cudaDeviceSynchronize is not supported by pmpp's CPU engine"),
-    ('asm("mov.u32 %0, %%laneid;" : "=r"(x));', "inline PTX assembly (asm(...)) is not supported"),
+    ('asm("tex.1d.v4.f32.s32 {%0,%0,%0,%0}, [%1, {%2}];" : "+f"(x[0]) : "l"(0ull), "r"(0));',
+     "inline PTX instruction 'tex.1d.v4.f32.s32' is not supported"),
     ("k<<<1, 1>>>(x);", "dynamic parallelism, <<<...>>>) are not supported"),
 ])
 def test_unsupported_feature_gives_clear_compile_error(body, feature):
@@ -505,9 +506,9 @@ def test_unsupported_feature_gives_clear_compile_error(body, feature):
 
 
 def test_unsupported_header_gives_clear_compile_error():
-    src = '#line 1 "cg.cu"\n#include <cooperative_groups.h>\nextern "C" __global__ void k() {}\n'
-    with pytest.raises(CompileError, match=r"^cg.cu:1: #error \"cooperative groups .* not supported"):
-        CpuModule(src, filename="cg.cu", kernel_names=["k"])
+    src = '#line 1 "wmma.cu"\n#include <mma.h>\nextern "C" __global__ void k() {}\n'
+    with pytest.raises(CompileError, match=r"^wmma.cu:1: #error \"tensor-core matrix operations .* not supported"):
+        CpuModule(src, filename="wmma.cu", kernel_names=["k"])
 
 
 def test_missing_kernel_name_is_a_clear_compile_error():

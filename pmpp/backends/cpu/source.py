@@ -10,6 +10,8 @@ import re
 
 from pmpp.errors import CompileError
 
+from . import ptx
+
 REGISTRATION_FILE = "<pmpp kernel table>"
 
 _SHARED = re.compile(r"\b__shared__\b")
@@ -297,9 +299,6 @@ def rewrite(src, filename):
     for pattern, message in (
         (r"<<<", "kernel launches inside a kernel (dynamic parallelism, <<<...>>>) are not "
                  "supported by pmpp's CPU engine: launch kernels from Python"),
-        (r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\b|__volatile__\b)?\s*\(",
-         "inline PTX assembly (asm(...)) is not supported by pmpp's CPU engine: use the CUDA C++ "
-         "intrinsics instead (for the lane index, threadIdx.x % warpSize)"),
     ):
         m = re.search(pattern, masked)
         if m:
@@ -313,6 +312,7 @@ def rewrite(src, filename):
         edit = rewriter.rewrite(m)
         if edit:
             edits.append(edit)
+    edits += ptx.asm_edits(src, masked, lambda pos, message: _fail(src, pos, filename, message))
     for m in re.finditer(r"\b__noinline__\b", masked):
         edits.append((m.start(), m.end(), "__attribute__((noinline))"))
     edits += _static_constant_edits(masked)

@@ -902,4 +902,8 @@ PMPP_NO_HOST_API(cudaGetDevice)
 PMPP_NO_HOST_API(cudaFuncSetAttribute)
 #undef PMPP_NO_HOST_API
 
+// ---- inline PTX: what asm statements are translated into (ptx.py) -----------------------
+#include "pmpp_ptx.h"
+// ---- end of inline PTX --------------------------------------------------------------------
+
 #endif  // PMPP_CUDA_H
