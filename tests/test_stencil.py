@@ -14,6 +14,7 @@ import pytest
 import pmpp
 from pmpp.chapters import stencil
 from pmpp.chapters.stencil import CHAPTER
+from pmpp import runner
 from pmpp.runner import array_module as xp_for
 
 KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
@@ -52,7 +53,7 @@ def load(variant, backend, *, check=None, source=None):
 
 
 def run_and_check(variant, backend, n, rng, seed, *, inputs=None, source=None):
-    problem = {"n": n}
+    problem = runner.problem_for(variant, {"n": n})
     inputs = inputs or CHAPTER.make_inputs(problem, xp_for(backend), rng)
     output = variant.launch(load(variant, backend, source=source), problem, inputs)
     result = CHAPTER.check(output, CHAPTER.reference(problem, inputs), problem)
@@ -262,7 +263,91 @@ def test_streaming_tiles_give_up_a_little_of_the_books_intensity():
 
 
 @pytest.mark.parametrize("variant", CHAPTER.variants, ids=lambda v: v.name)
-def test_dram_model_counts_13_flops_per_interior_point_and_8_bytes_per_point(variant):
-    model = variant.model(CHAPTER.problems["gpu"])
-    assert model.flops == 13 * 510 ** 3 and model.bytes == 8 * 512 ** 3
+def test_dram_model_counts_13_flops_per_interior_point_and_8_bytes_per_point_and_step(variant):
+    problem = runner.problem_for(variant, CHAPTER.problems["gpu"])
+    steps = problem.get("steps", 1)
+    assert steps == variant.defines.get("TIME_STEPS", 1)
+    model = variant.model(problem)
+    assert model.flops == steps * 13 * 510 ** 3 and model.bytes == steps * 8 * 512 ** 3
     assert model.intensity == pytest.approx(13 / 8 * (510 / 512) ** 3)
+
+
+# ------------------------------------------------------------------------------------------
+# Temporal blocking: several sweeps per pass over memory
+# ------------------------------------------------------------------------------------------
+
+TEMPORAL = CHAPTER.variant("08_temporal_blocking")
+# Narrow, short tiles and every number of steps, so that 37^3 and 68^3 grids have several tiles
+# along every axis (each level's halo is exchanged between tiles) and blocks overhang the grid.
+SMALL_TEMPORAL_TILES = ({"BLOCK_X": 8, "BLOCK_Y": 12, "Z_TILE": 5, "TIME_STEPS": 3},
+                        {"BLOCK_X": 16, "BLOCK_Y": 6, "Z_TILE": 3, "TIME_STEPS": 2},
+                        {"BLOCK_X": 4, "BLOCK_Y": 8, "Z_TILE": 7, "TIME_STEPS": 1},
+                        {"BLOCK_X": 16, "BLOCK_Y": 10, "Z_TILE": 6, "TIME_STEPS": 4})
+
+
+@pytest.mark.parametrize("defines", SMALL_TEMPORAL_TILES, ids=lambda d: "x".join(map(str, d.values())))
+def test_temporal_blocking_matches_that_many_sweeps_with_many_small_tiles(defines, backend, rng, seed):
+    variant = stencil.temporal_variant(defines)
+    assert variant.problem == {"steps": defines["TIME_STEPS"]}
+    for n in (37, 68):
+        run_and_check(variant, backend, n, rng, seed)
+
+
+def test_temporal_blocking_is_exact_on_integer_inputs(backend, seed):
+    result = runner.verify(CHAPTER, TEMPORAL, {"n": 37}, backend=backend, seed=seed, exact=True)
+    assert result, f"seed={seed}: {result.detail}"
+
+
+def test_one_sweep_fewer_or_more_fails_the_check(rng):
+    """08 compiled for TIME_STEPS - 1 or + 1 sweeps, its output judged as TIME_STEPS sweeps."""
+    n = 37
+    steps = TEMPORAL.problem["steps"]
+    problem = runner.problem_for(TEMPORAL, {"n": n})
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    reference = CHAPTER.reference(problem, inputs)
+    for wrong in (steps - 1, steps + 1):
+        if not 1 <= wrong <= 4:
+            continue
+        other = stencil.temporal_variant({"TIME_STEPS": wrong})
+        output = other.launch(load(other, "cpu"), runner.problem_for(other, {"n": n}), dict(inputs))
+        result = CHAPTER.check(output, reference, problem)
+        assert not result and "points wrong" in result.detail, wrong
+
+
+def test_temporal_blocking_refuses_a_problem_of_other_steps(rng):
+    problem = {"n": 8, "steps": TEMPORAL.problem["steps"] + 1}
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    with pytest.raises(ValueError, match="TIME_STEPS=4 sweeps but the problem asks for steps=5"):
+        TEMPORAL.launch(load(TEMPORAL, "cpu"), problem, inputs)
+
+
+def test_reference_of_several_steps_is_the_sweep_repeated_and_its_slabs_agree(rng):
+    problem = {"n": 40, "steps": 3}
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    ref = CHAPTER.reference(problem, inputs)
+    once = stencil.sweep(inputs["in"], inputs["c"])
+    assert np.array_equal(ref.values, stencil.sweep(stencil.sweep(once, inputs["c"]), inputs["c"]))
+    for lo, hi, values, tolerance in ref.slabs():    # slabs of 32 planes: one crosses its neighbour
+        assert np.array_equal(values, ref.values[lo:hi])
+        assert (tolerance > 0).any()
+
+
+def test_tolerance_of_several_steps_grows_with_them_and_covers_float32_sweeps(rng):
+    """(1 + g)^T - 1 >= T g; and T float32 sweeps stay within it of the float64 ones."""
+    scale = np.ones(3)
+    one = stencil.point_tolerance(scale)
+    assert (stencil.point_tolerance(scale, 4) >= 4 * one).all()
+    problem = {"n": 24, "steps": 4}
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    result = CHAPTER.check(stencil.repeated_sweep(inputs["in"], inputs["c"], 4, np.float32),
+                           CHAPTER.reference(problem, inputs), problem)
+    assert result, result.detail
+
+
+def test_integer_inputs_refuse_steps_past_exactness(rng):
+    with pytest.raises(ValueError, match="at most 4 steps"):
+        stencil.make_integer_inputs({"n": 4, "steps": 5}, np, rng)
+
+
+def test_temporal_blocking_reads_fewer_inputs_per_output_and_step_than_any_single_sweep():
+    assert stencil.book_intensity(TEMPORAL) > stencil.tile_intensity(1e12)

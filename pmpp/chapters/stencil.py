@@ -7,8 +7,12 @@ The problem: one sweep over an ``n x n x n`` float32 grid, ``{"n": int}``, store
     c0*in[i,j,k] + c1*in[i,j,k-1] + c2*in[i,j,k+1] + c3*in[i,j-1,k] + c4*in[i,j+1,k]
                  + c5*in[i-1,j,k] + c6*in[i+1,j,k]
 
-with the coefficients c0..c6 passed as float kernel parameters. **Boundary condition**: a point
-with any index 0 or n-1 holds the boundary value and stays untouched - every kernel copies it
+with the coefficients c0..c6 passed as float kernel parameters. ``{"n": int, "steps": T}`` asks
+for T sweeps, each the next one's input (08_temporal_blocking makes them in one pass over memory;
+its variant's ``problem`` sets ``steps``, the reference and the models follow it).
+
+**Boundary condition**: a point with any index 0 or n-1 holds the boundary value and stays
+untouched at every step - every kernel copies it
 from the input, so the output is a complete grid (the next sweep's input in a time loop) and
 is checked element for element, boundary included.
 
@@ -20,6 +24,8 @@ Two models, because the book's and the memory system's bytes differ:
 * ``Variant.model``: what must move through DRAM at the least - each input read once, each
   output written once, 8 bytes per point - so the results' GB/s is "effective bandwidth
   counting 8 bytes per point", comparable with the copy ceiling. 13/8 = 1.63 OP/B at most.
+  For T steps both counts are T times one sweep's, so the GB/s of a temporally blocked variant
+  is its *effective* bandwidth: T sweeps' bytes over its time, which may exceed the copy ceiling.
 
 :func:`make_integer_inputs` gives grids on which every correct kernel is exact (the exercises'
 grader uses them); :func:`sweeps` runs a variant in a time loop (heat diffusion, with
@@ -40,6 +46,7 @@ from pmpp.chapters.draw import generator_for, host
 FLOPS_PER_POINT = 13     # 7 multiplies and 6 adds per interior point
 BYTES_PER_POINT = 8      # the least DRAM traffic: each input read once, each output written once
 MAX_N = 1625             # the largest n whose n^3 point indices fit the kernels' 32-bit unsigned ints
+MAX_EXACT_STEPS = 4      # sweeps after which integer inputs are still exact in float32 (8 * 19^4 < 2^24)
 
 U32 = 2.0 ** -24         # unit roundoff of float32
 U64 = 2.0 ** -53         # unit roundoff of float64
@@ -74,7 +81,12 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
     """As :func:`make_inputs`, with small integers: grid values in [-8, 8] and 7 distinct
     coefficients in [-4, 4]. Every product and partial sum is an integer of magnitude at most
     7 * 8 * 4 = 224, exact in float32 whatever the order - so every correct kernel must match the
-    reference bit for bit, and a wrong neighbour or a wrong coefficient cannot hide in rounding."""
+    reference bit for bit, and a wrong neighbour or a wrong coefficient cannot hide in rounding.
+    After T sweeps a value is at most 8 * 19^T (19: the largest sum of 7 distinct |c| <= 4), below
+    2^24 for T <= 4 (:data:`MAX_EXACT_STEPS`): still exact."""
+    if problem.get("steps", 1) > MAX_EXACT_STEPS:
+        raise ValueError(f"integer inputs stay exact in float32 for at most {MAX_EXACT_STEPS} steps, "
+                         f"not {problem['steps']}: use make_inputs (a rounding tolerance) instead")
     n = problem["n"]
     x = generator_for(xp, rng).integers(-8, 9, size=(n, n, n)).astype(np.float32)
     c = rng.choice(np.arange(-4, 5), size=TERMS, replace=False).astype(np.float32)
@@ -95,22 +107,30 @@ def sweep(x, c, dtype=np.float64):
     return out
 
 
+def repeated_sweep(x, c, steps: int, dtype=np.float64):
+    """``steps`` sweeps of :func:`sweep`, each the next one's input."""
+    for _ in range(steps):
+        x = sweep(x, c, dtype)
+    return x
+
+
 class StencilReference:
-    """The float64 reference of the input ``x`` (NumPy, or CuPy on a GPU): :attr:`values` computes
-    the whole grid where ``x`` is (what an exact check compares against); :meth:`slabs` a slab of
-    planes at a time on the host (at n = 512 a float64 grid is 1 GiB), each point's tolerance
-    with it."""
+    """The float64 reference of ``steps`` sweeps of the input ``x`` (NumPy, or CuPy on a GPU):
+    :attr:`values` computes the whole grid where ``x`` is (what an exact check compares against);
+    :meth:`slabs` a slab of planes at a time on the host (at n = 512 a float64 grid is 1 GiB),
+    each point's tolerance with it."""
 
     SLAB = 32        # planes per slab
 
-    def __init__(self, x, c: np.ndarray):
+    def __init__(self, x, c: np.ndarray, steps: int = 1):
         self.x = x
         self.c = np.asarray(host(c), dtype=np.float32)
+        self.steps = steps
 
     @property
     def values(self):
         """The whole float64 reference grid, where the input is."""
-        return sweep(self.x, self.c)
+        return repeated_sweep(self.x, self.c, self.steps)
 
     def __array__(self, dtype=None, copy=None):
         values = host(self.values)
@@ -118,30 +138,40 @@ class StencilReference:
 
     def slabs(self):
         """``(lo, hi, values, tolerance)`` for planes [lo, hi): values in float64; tolerance 0 at
-        boundary points (a copy is exact) and :func:`point_tolerance` inside."""
-        n = self.x.shape[0]
+        boundary points (a copy is exact) and :func:`point_tolerance` inside. A slab is swept
+        with ``steps`` planes on each side: each sweep leaves the outermost plane as it was (a
+        wrong value, where it is not the grid's boundary) and spoils one plane more inward, so
+        after ``steps`` sweeps the slab itself is right."""
+        n, steps = self.x.shape[0], self.steps
         for lo in range(0, n, self.SLAB):
             hi = min(lo + self.SLAB, n)
-            a, b = max(lo - 1, 0), min(hi + 1, n)       # the slab and its neighbouring planes
+            a, b = max(lo - steps, 0), min(hi + steps, n)   # the slab and the planes it depends on
             x = host(self.x[a:b])
-            values = sweep(x, self.c)[lo - a:hi - a]
-            scale = sweep(np.abs(x), np.abs(self.c))[lo - a:hi - a]
-            tolerance = point_tolerance(scale)
+            values = repeated_sweep(x, self.c, steps)[lo - a:hi - a]
+            scale = repeated_sweep(np.abs(x), np.abs(self.c), steps)[lo - a:hi - a]
+            tolerance = point_tolerance(scale, steps)
             _zero_boundary(tolerance, lo, n)
             yield lo, hi, values, tolerance
 
 
-def point_tolerance(scale):
+def point_tolerance(scale, steps: int = 1):
     """The largest error of a correct float32 kernel at one interior point, whose exact value is
-    sum_m c_m x_m and ``scale`` = sum_m |c_m||x_m|.
+    sum_m c_m x_m and ``scale`` = sum_m |c_m||x_m| (after T = ``steps`` sweeps: the exact value is
+    S^T x and ``scale`` = |S|^T |x|, with S the sweep and |S| the sweep with |c|).
 
     Every kernel computes that dot product of 7 terms in float32, in some order, with or
     without fused multiply-adds: each term passes through at most 7 roundings (its multiply and
     6 adds), so |computed - exact| <= gamma_7 * scale (Higham, *Accuracy and Stability of
     Numerical Algorithms*, 2nd ed., sec. 3.1), with gamma_7 = 7u/(1 - 7u), u = 2^-24. The
     coefficients and inputs are exactly the float32 values the kernel sees; the float64
-    reference adds its own gamma_7 in u = 2^-53. NaN never passes."""
-    return (gamma(TERMS, U32) + gamma(TERMS, U64)) * scale
+    reference adds its own gamma_7 in u = 2^-53. NaN never passes.
+
+    Over T sweeps, with g = gamma_7: the computed x^_t = fl(S x^_(t-1)) obeys
+    |x^_t - S x^_(t-1)| <= g |S| |x^_(t-1)|, so |x^_t| <= (1 + g)^t |S|^t |x| and, by induction,
+    |x^_T - S^T x| <= ((1 + g)^T - 1) |S|^T |x| - for T = 1 the bound above."""
+    def grown(u):
+        return (1 + gamma(TERMS, u)) ** steps - 1
+    return (grown(U32) + grown(U64)) * scale
 
 
 def _zero_boundary(tolerance: np.ndarray, lo: int, n: int) -> None:
@@ -157,7 +187,7 @@ def _zero_boundary(tolerance: np.ndarray, lo: int, n: int) -> None:
 
 
 def reference(problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> StencilReference:
-    return StencilReference(inputs["in"], inputs["c"])
+    return StencilReference(inputs["in"], inputs["c"], problem.get("steps", 1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,14 +273,48 @@ def _shape_vector(d):          # 4 points per thread in x
     return _shape_aligned(d, 4)
 
 
+def _shape_temporal(d):        # a 4*BLOCK_X x BLOCK_Y tile whose outputs leave a halo of one lane and T rows
+    block = (d["BLOCK_X"], d["BLOCK_Y"], 1)
+    return block, (4 * d["BLOCK_X"] - 8, d["BLOCK_Y"] - 2 * d["TIME_STEPS"], d["Z_TILE"])
+
+
+def temporal_shared_bytes(d) -> int:
+    """08's dynamic shared memory: two buffers of each level's plane but the last, float4 per thread."""
+    return 2 * d["TIME_STEPS"] * d["BLOCK_Y"] * d["BLOCK_X"] * 16
+
+
+def _temporal_launch(kernel: str, defaults: Mapping[str, int]):
+    """Launch ``kernel(in, out, n, c0..c6)`` once: TIME_STEPS sweeps, which must be the problem's
+    ``steps`` (what the reference applies)."""
+
+    def launch(module, problem, inputs):
+        d = {**defaults, **module.defines}
+        steps = problem.get("steps", 1)
+        if steps != d["TIME_STEPS"]:
+            raise ValueError(f"the kernel was compiled for TIME_STEPS={d['TIME_STEPS']} sweeps but the problem "
+                             f"asks for steps={steps}: give both the same number")
+        n = int(problem["n"])
+        block, tile = _shape_temporal(d)
+        grid = tuple(_cdiv(n, t) for t in tile)
+        c = [float(v) for v in inputs["c"]]
+        module.get_function(kernel)(grid, block, (inputs["in"], inputs["out"], np.uint32(n), *c),
+                                    shared_mem=temporal_shared_bytes(d))
+        return inputs["out"]
+
+    return launch
+
+
 # --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
 
 def dram_model(problem: Mapping[str, Any]) -> Model:
-    """13 flops per interior point; 8 bytes per point: the least any sweep can move."""
-    n = problem["n"]
-    return Model(flops=FLOPS_PER_POINT * max(n - 2, 0) ** 3, bytes=BYTES_PER_POINT * n ** 3)
+    """13 flops per interior point; 8 bytes per point: the least any sweep can move. For
+    ``steps`` sweeps, that many times one sweep's: the bytes of ``steps`` single-step sweeps, so
+    that a temporally blocked variant's GB/s is its effective bandwidth, per step comparable
+    with the single-step variants' and with the copy ceiling."""
+    n, steps = problem["n"], problem.get("steps", 1)
+    return Model(flops=steps * FLOPS_PER_POINT * max(n - 2, 0) ** 3, bytes=steps * BYTES_PER_POINT * n ** 3)
 
 
 def tile_intensity(t: float) -> float:
@@ -266,6 +330,14 @@ def streaming_loads(x: int, y: int, z: int) -> float:
     return (x * y * (z + 2) + 2 * z * (x + y)) / (x * y * z)
 
 
+def temporal_loads(d) -> float:
+    """Loads per output and step of 08: a 4*BLOCK_X x BLOCK_Y tile of Z_TILE + 2T planes read once
+    for (4*BLOCK_X - 8) x (BLOCK_Y - 2T) x Z_TILE outputs of T steps each."""
+    (x, y, _), (out_x, out_y, z) = _shape_temporal(d)
+    steps = d["TIME_STEPS"]
+    return 4 * x * y * (z + 2 * steps) / (out_x * out_y * z * steps)
+
+
 # Loads each output costs, per variant, as the book counts them (an infinite grid, no cache).
 _LOADS = {
     "01_basic": lambda d: 7,
@@ -275,12 +347,13 @@ _LOADS = {
     "05_aligned_tiles": lambda d: streaming_loads(*_shape_aligned(d)[1]),
     "06_vectorized": lambda d: streaming_loads(*_shape_vector(d)[1]),
     "07_pipelined": lambda d: streaming_loads(*_shape_vector(d)[1]),
+    "08_temporal_blocking": temporal_loads,     # per output and step
 }
 
 
 def book_intensity(variant: Variant, defines: Mapping[str, Any] | None = None) -> float:
     """OP/B as the book counts it: 13 flops per output over 4 bytes per global load issued (stores
-    not counted). 01: 13/28 = 0.46; 02 (T = 8): 1.37; 03/04 (T = 32): 2.68."""
+    not counted), per step for 08. 01: 13/28 = 0.46; 02 (T = 8): 1.37; 03/04 (T = 32): 2.68."""
     loads = _LOADS[variant.name]({**variant.defines, **(defines or {})})
     return FLOPS_PER_POINT / (4 * loads)
 
@@ -408,11 +481,23 @@ _CUBE = {"IN_TILE_DIM": 8}
 _PLANES = {"IN_TILE_DIM": 32}
 _ALIGNED = {"BLOCK_X": 32, "BLOCK_Y": 8, "Z_TILE": 32}
 _PIPELINED = {**_ALIGNED, "Z_TILE": 64, "PREFETCH": 2}
+_TEMPORAL = {"BLOCK_X": 16, "BLOCK_Y": 32, "Z_TILE": 128, "TIME_STEPS": 4, "PREFETCH": 2}
 
 
 def _variant(name, title, source, kernel, shape, defines):
     return Variant(name, title, source, _launch(kernel, shape, defines), dram_model,
                    defines=defines, max_n=MAX_N)
+
+
+def temporal_variant(defines: Mapping[str, int] = _TEMPORAL) -> Variant:
+    """08 with ``defines`` (the chapter's by default): TIME_STEPS sweeps per launch, and a
+    problem of as many ``steps``, so that its check, reference and model count them all."""
+    defines = {**_TEMPORAL, **defines}
+    steps = defines["TIME_STEPS"]
+    return Variant("08_temporal_blocking", f"temporal blocking: {steps} sweeps per pass over memory",
+                   "beyond the book (Nguyen et al. SC'10)",
+                   _temporal_launch("TemporalBlockingStencilKernel", defines), dram_model,
+                   defines=defines, max_n=MAX_N, problem={"steps": steps})
 
 
 VARIANTS = (
@@ -430,6 +515,7 @@ VARIANTS = (
              "VectorizedStencilKernel", _shape_vector, _ALIGNED),
     _variant("07_pipelined", "loads 2 planes ahead, double-buffered, 1 barrier", "beyond the book",
              "PipelinedStencilKernel", _shape_vector, _PIPELINED),
+    temporal_variant(),
 )
 
 CHAPTER = Chapter(
@@ -450,6 +536,7 @@ CHAPTER = Chapter(
         Library("scipy correlate", _correlate_run("scipy.ndimage"),
                 lambda backend: backend == "cpu" and _installed("scipy")),
     ),
-    describe=lambda p: f"n={p['n']} ({p['n']}^3 float32 points)",
+    describe=lambda p: f"n={p['n']} ({p['n']}^3 float32 points)"
+                       + (f", {p['steps']} sweeps" if p.get("steps", 1) > 1 else ""),
     make_exact_inputs=make_integer_inputs,
 )
