@@ -67,13 +67,14 @@ def dram_traffic(chapter, problem: Mapping[str, Any], variants: Sequence[str] | 
                  *, ncu: str | None = None, timeout: float = 300) -> list[dict]:
     """Profile one launch of each variant of ``chapter`` (all by default) on ``problem``; return
     ``[{"variant", "dram_read_bytes", "dram_write_bytes", "kernels": [names]}]``."""
+    from . import runner
     ncu = ncu or find_ncu()
     names = [chapter.variant(v).name for v in variants] if variants else [v.name for v in chapter.variants]
     rows = []
     for name in names:
         command = [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off",
                    "--metrics", ",".join(METRICS), sys.executable, "-m", "pmpp.profile",
-                   chapter.name, name, json.dumps(dict(problem))]
+                   chapter.name, name, json.dumps(runner.problem_for(chapter.variant(name), problem))]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         launches = parse_csv(run.stdout)
         if run.returncode != 0 or not launches:
