@@ -28,7 +28,8 @@ class OutOfBoundsError(KernelCheckError):
 
 
 class RaceError(KernelCheckError):
-    """Two threads of a block touched the same shared address between barriers, one writing; or two
+    """Two threads of a block touched the same shared address between barriers (for two lanes of one
+    warp: with no ``__syncwarp()`` or other warp primitive of both between them), one writing; or two
     blocks of a launch touched the same element of an argument array with plain loads and stores,
     one writing (``*sum += partial`` where an ``atomicAdd`` is needed)."""
 

@@ -538,7 +538,11 @@ def test_kogge_stone_without_temporary_is_a_race(rng):
     assert str(err.value) == (
         "shared-memory race in kernel 'KoggeStone' on __shared__ 'XY'[1]: thread (1,0,0) wrote at "
         "cpu_kernels/kogge_stone_racy.cu:12 and thread (2,0,0) read at cpu_kernels/kogge_stone_racy.cu:11 "
-        "with no barrier between them (block (0,0,0))")
+        "with no barrier or __syncwarp() between them (block (0,0,0)). They are lanes 1 and 2 of warp 0, and "
+        "the lanes of a warp do not run in lockstep (independent thread scheduling, since Volta; volatile "
+        "does not order them): add __syncwarp() between the two accesses where only this warp shares the "
+        "data (between the steps of a warp-synchronous reduction), __syncthreads() where other warps do "
+        "too, or atomics if both lanes update the value")
 
 
 def test_kogge_stone_with_temporary_passes_the_race_check(rng):

@@ -18,6 +18,14 @@ import pmpp
 from pmpp.backends.cpu import toolchain
 from pmpp.errors import KernelTimeoutError
 
+
+@pytest.fixture(autouse=True)
+def _engine_only(monkeypatch):
+    """These kernels test the engine's own scheduling and prelude: some wait with GCC's __atomic
+    builtins, and some define macros (T, N) that break NVRTC's own header, which NVRTC's check
+    rightly refuses (tests/test_nvrtc_check.py)."""
+    monkeypatch.setenv("PMPP_NVRTC", "0")
+
 SPIN_ON_UNCHANGED_MEMORY = r"""
 extern "C" __global__ void wait_for_nothing(const int* p, int* out) {
     while (p[0] == 0) { }

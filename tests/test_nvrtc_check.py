@@ -195,3 +195,12 @@ def test_nvrtc_runs_under_the_compile_limits(monkeypatch, tmp_path):
     text = with_line_directive("__global__ void k(int *p) { p[0] = 3; }\n", "limits.cu")
     with pytest.raises(CompileError, match=r"nvrtc \d+\.\d+ did not finish compiling limits.cu"):
         nvrtc.check(text, "limits.cu", cache_dir=tmp_path, digest=toolchain._digest)
+
+
+def test_a_macro_that_breaks_nvrtcs_own_header_is_named(tmp_path):
+    text = with_line_directive("__global__ void k(float *p) { p[0] = T; }\n", "clash.cu")
+    with pytest.raises(CompileError, match=r"clash.cu: the macro T \(from defines= or -D\) breaks CUDA's own header") as err:
+        nvrtc.check(text, "clash.cu", ["-DT=4"], cache_dir=tmp_path, digest=toolchain._digest)
+    assert "TILE_DIM rather than T" in str(err.value)
+    assert nvrtc.check(text.replace("T;", "TILE_DIM;"), "clash.cu", ["-DTILE_DIM=4"], cache_dir=tmp_path,
+                       digest=toolchain._digest).endswith(": passed")

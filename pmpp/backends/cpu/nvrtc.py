@@ -208,7 +208,7 @@ def check(src, filename, options=(), name_expressions=(), cache_dir=None, digest
         system_dirs = include_dirs(nvrtc, cache_dir or engine_cache())
     status, log = compile_program(nvrtc, src, filename, [*opts, *(f"-I{d}" for d in system_dirs)],
                                   name_expressions)
-    verdict = judge(nvrtc, status, log, src, filename, system_dirs)
+    verdict = judge(nvrtc, status, log, src, filename, system_dirs, defined_macros(opts))
     if verdict_file is not None:
         tmp = verdict_file.with_name(f".{verdict_file.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"verdict": verdict}))
@@ -263,10 +263,12 @@ def diagnostics(log):
     return found
 
 
-def judge(nvrtc, status, log, src, filename, system_dirs=()):
+def judge(nvrtc, status, log, src, filename, system_dirs=(), macros=()):
     """The verdict of a compile (see :func:`check`): passed, skipped, or a CompileError raised.
-    ``system_dirs``: the CUDA headers' folders NVRTC was given; an error inside them is not the
-    user's (a toolkit of another version than NVRTC's, say)."""
+    ``system_dirs``: the CUDA headers' folders NVRTC was given; an error inside them (or inside
+    NVRTC's builtin header) is not the user's (a toolkit of another version than NVRTC's, say),
+    unless it is on a line that uses one of the user's ``macros`` (a ``-DT=4`` turns NVRTC's own
+    ``template<typename T>`` into an error: the GPU backend fails on it too)."""
     errors = [d for d in diagnostics(log) if "error" in d.kind]
     if status == 0 and not errors:
         return f"{nvrtc.name}: passed"
@@ -274,14 +276,51 @@ def judge(nvrtc, status, log, src, filename, system_dirs=()):
         missing = _MISSING_HEADER.search(d.message)
         if missing:
             return f"skipped: <{missing.group(1)}> not available to NVRTC"
-    foreign = [d for d in errors if _inside(d.file, system_dirs)]
+    foreign = [d for d in errors if _inside(d.file, system_dirs) or os.path.basename(d.file) == _BUILTIN_HEADER]
     if foreign:
         d = foreign[0]
+        clash = _macros_in(d, macros)
+        if clash:
+            raise macro_clash(nvrtc, d, clash, log, filename)
         return f"skipped: {nvrtc.name} failed in {os.path.basename(d.file)}: {d.message}"
     if not errors:
         reason = log.strip().splitlines()[0] if log.strip() else f"status {status}"
         return f"skipped: {nvrtc.name} could not run ({reason})"
     raise refusal(nvrtc, errors, log, src, filename)
+
+
+_BUILTIN_HEADER = "__nv_nvrtc_builtin_header.h"
+
+
+def _macros_in(diagnostic, macros):
+    words = set(re.findall(r"[A-Za-z_]\w*", " ".join(diagnostic.quote)))
+    return sorted(set(macros) & words)
+
+
+def macro_clash(nvrtc, diagnostic, names, log, filename):
+    listed = ", ".join(names)
+    return CompileError(
+        f"{filename}: the macro{'s' if len(names) > 1 else ''} {listed} (from defines= or -D) "
+        f"break{'' if len(names) > 1 else 's'} CUDA's own header {os.path.basename(diagnostic.file)}: "
+        f"{diagnostic.message}\n{chr(10).join(diagnostic.quote)}\nnote: {nvrtc.name}, the compiler of "
+        f"pmpp's GPU backend, defines the macros before its headers, so this source would not load on a "
+        f"GPU either: give the macro a longer name (TILE_DIM rather than T). ${ENV_VAR}=0 turns this "
+        f"check off.", filename=filename, log=log)
+
+
+def defined_macros(options):
+    """Names the ``-DNAME`` / ``-DNAME=value`` / ``--define-macro NAME`` options define."""
+    names, options = [], list(options)
+    for i, option in enumerate(options):
+        text = option
+        if option in ("-D", "--define-macro") and i + 1 < len(options):
+            text = "-D" + options[i + 1]
+        elif option.startswith("--define-macro="):
+            text = "-D" + option.split("=", 1)[1]
+        m = re.match(r"-D([A-Za-z_]\w*)", text)
+        if m:
+            names.append(m.group(1))
+    return names
 
 
 def _inside(file, folders):

@@ -115,7 +115,6 @@ struct Stack {
 struct Warp {
     uint32_t live;     // lanes that exist and have not exited
     uint32_t arrived;  // lanes waiting in a warp primitive
-    uint32_t epoch;    // completed warp-level synchronisations (race detector)
     uint32_t exist;    // lanes that exist
     uint32_t ndone;    // count builds: lanes that exited
     uint32_t parked;   // count builds: lanes that exited or wait at __syncthreads()
@@ -137,13 +136,26 @@ struct Site {
     char *ptr;
 };
 
-// Race detector shadow: per byte of the shared arena, the last write and up to two reads.
+// Race detector shadow: per byte of the shared arena, the last write and up to two reads, each
+// with the barrier epoch and the thread's own lane clock (see LaneClocks) when it was made.
 struct Acc {
     uintptr_t pc;
-    uint32_t epoch, wep, tid, pad;
+    uint32_t epoch, clock, tid, pad;
 };
 struct Shadow {
     Acc w, r1, r2;
+};
+
+// Race detector: how far each lane of a warp is ordered after its warp-mates, within the present
+// barrier epoch (a vector clock per lane). own[k] counts the warp-level synchronisations lane k took
+// part in: its accesses are stamped with own[k] + 1. Lane l is ordered after lane k's accesses
+// stamped up to the larger of of[l][k] (what synchronisations of some lanes taught it, valid while
+// row_epoch[l] is the epoch) and all[k] (the last synchronisation of the whole warp, valid while
+// all_epoch is). Only the lanes in a primitive's mask are ordered by it (CUDA's memory model, as
+// racecheck has it): lanes 0-15 meeting in a __syncwarp(0xffff) order nothing for lane 16.
+struct LaneClocks {
+    uint32_t own[32], all[32], all_epoch;
+    uint32_t row_epoch[32], of[32][32];
 };
 
 // Races between blocks (checked builds): per element ("granule") of each writable argument array,
@@ -200,6 +212,7 @@ struct Worker {
     std::vector<ShRegion> regions;
     int bar_pending = 0, bar_result = 0, bar_arrived = 0;
     Shadow *shadow = nullptr;
+    LaneClocks *clocks = nullptr;  // checked builds: per warp
     uint32_t epoch = 1;
     Count *cnt = nullptr;  // count builds
     struct KnownRegion {  // count builds: arrays accesses were found in lately (count_memory_access)
@@ -360,6 +373,38 @@ uint32_t shfl_source(int op, uint32_t lane, uint32_t b, int width) {
     }
 }
 
+// How far lane l is ordered after lane k's accesses in barrier epoch E (see LaneClocks).
+inline uint32_t lane_known(const LaneClocks &C, uint32_t l, uint32_t k, uint32_t E) {
+    return std::max(C.row_epoch[l] == E ? C.of[l][k] : 0u, C.all_epoch == E ? C.all[k] : 0u);
+}
+
+// A warp-level synchronisation of the lanes `need` in barrier epoch E: each of them is ordered
+// after what every one of them (and every lane that exited, which no longer holds a primitive up)
+// did before it. No lane knows more of lane k than own[k] + 1, so a synchronisation of the whole
+// warp orders every lane after that (the common case, 32 stores); one of some lanes joins their rows.
+void join_lane_clocks(LaneClocks &C, uint32_t need, uint32_t exited, uint32_t exist, uint32_t E) {
+    const uint32_t joining = need | exited;
+    if (joining == exist) {
+        for (uint32_t k = 0; k < 32; ++k) C.all[k] = C.own[k] + 1;
+        C.all_epoch = E;
+    } else {
+        uint32_t joined[32];
+        for (uint32_t k = 0; k < 32; ++k) joined[k] = C.all_epoch == E ? C.all[k] : 0u;
+        for (uint32_t m = joining; m; m &= m - 1) {
+            const uint32_t r = __builtin_ctz(m);
+            if (C.row_epoch[r] == E)
+                for (uint32_t k = 0; k < 32; ++k) joined[k] = std::max(joined[k], C.of[r][k]);
+            joined[r] = C.own[r] + 1;
+        }
+        for (uint32_t m = need; m; m &= m - 1) {
+            const uint32_t l = __builtin_ctz(m);
+            memcpy(C.of[l], joined, sizeof joined);
+            C.row_epoch[l] = E;
+        }
+    }
+    for (uint32_t m = need; m; m &= m - 1) C.own[__builtin_ctz(m)]++;
+}
+
 // The last lane of a group to arrive computes every lane's result into its own slot, so a fast
 // lane starting the next primitive cannot overwrite a value a slow lane has not read yet.
 void warp_complete(Worker *w, uint32_t wi, uint32_t need) {
@@ -411,7 +456,7 @@ void warp_complete(Worker *w, uint32_t wi, uint32_t need) {
     }
     Warp &W = w->warps[wi];
     W.arrived &= ~need;
-    W.epoch++;
+    if (w->L->check) join_lane_clocks(w->clocks[wi], need, W.exist & ~W.live, W.exist, w->epoch);
     for (uint32_t m = need; m; m &= m - 1) {
         Fiber &f = lanes[__builtin_ctz(m)];
         if (f.state == AT_WARP) {
@@ -1729,6 +1774,10 @@ bool prepare(Worker *w, Launch *L) {
         if (s == MAP_FAILED) return false;
         w->shadow = static_cast<Shadow *>(s);
     }
+    if (L->check && !w->clocks) {
+        w->clocks = static_cast<LaneClocks *>(calloc(kMaxThreads / 32, sizeof(LaneClocks)));
+        if (!w->clocks) return false;
+    }
     return true;
 }
 
@@ -1953,30 +2002,46 @@ inline uint64_t likelihood_rank(const Outside &o) {
     fiber_fail(f, PMPP_ERR_OUT_OF_BOUNDS, msg);
 }
 
+// Two lanes of one warp: since Volta they do not run in lockstep, so legacy warp-synchronous code
+// (a volatile shared-memory tail with no __syncwarp()) races, as compute-sanitizer's racecheck says.
+std::string same_warp_advice(uint32_t tid_a, uint32_t tid_b) {
+    return fmt(". They are lanes %u and %u of warp %u, and the lanes of a warp do not run in lockstep "
+               "(independent thread scheduling, since Volta; volatile does not order them): add "
+               "__syncwarp() between the two accesses where only this warp shares the data (between "
+               "the steps of a warp-synchronous reduction), __syncthreads() where other warps do too, "
+               "or atomics if both lanes update the value",
+               tid_a % 32, tid_b % 32, tid_a / 32);
+}
+
 [[noreturn]] void report_race(Fiber *f, const ShRegion &r, uintptr_t a, const Acc &prev,
                               bool prev_write, bool write, uintptr_t pc) {
     Worker *w = f->w;
+    const bool same_warp = prev.tid / 32 == f->lin / 32;
     std::string msg = fmt(
         "shared-memory race in kernel '%s' on %s__shared__ '%s'%s: thread %s %s at %s and "
-        "thread %s %s at %s with no barrier between them (block %s)",
+        "thread %s %s at %s with no barrier%s between them (block %s)",
         kname(w->L), r.dynamic ? "extern " : "", r.name,
         shared_index(r, size_t(a - uintptr_t(r.base))).c_str(),
         coord(w->fibers[prev.tid].c.thread_idx).c_str(), prev_write ? "wrote" : "read",
         pc_marker(prev.pc).c_str(), coord(f->c.thread_idx).c_str(), write ? "wrote" : "read",
-        pc_marker(pc).c_str(), coord(w->bid).c_str());
+        pc_marker(pc).c_str(), same_warp ? " or __syncwarp()" : "", coord(w->bid).c_str());
+    if (same_warp) msg += same_warp_advice(prev.tid, f->lin);
     fiber_fail(f, PMPP_ERR_RACE, msg);
 }
 
-// Happens-before within a block: __syncthreads() starts a new epoch for everyone; a completed
-// warp-level synchronisation (__syncwarp, a shuffle or vote) bumps the warp's own epoch, which
-// orders accesses among the lanes of that warp.
+// Happens-before within a block: __syncthreads() starts a new epoch for everyone; between lanes of
+// one warp, a warp-level synchronisation (__syncwarp, a shuffle, a vote, ...) with both in its mask
+// orders what came before it (LaneClocks). Volatile accesses are ordinary ones here: volatile
+// orders nothing between threads.
 void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool write, uintptr_t pc) {
     Worker *w = f->w;
-    const uint32_t E = w->epoch, tid = f->lin, wi = f->warp, wep = w->warps[wi].epoch;
+    const uint32_t E = w->epoch, tid = f->lin, wi = f->warp;
+    const LaneClocks &C = w->clocks[wi];
     auto conflict = [&](const Acc &x) {
-        return x.epoch == E && x.tid != tid && !((x.tid >> 5) == wi && x.wep != wep);
+        if (x.epoch != E || x.tid == tid) return false;
+        return x.tid / 32 != wi || lane_known(C, f->lane, x.tid % 32, E) < x.clock;
     };
-    const Acc me{pc, E, wep, tid, 0};
+    const Acc me{pc, E, C.own[f->lane] + 1, tid, 0};
     Shadow *sh = w->shadow + (a - uintptr_t(w->arena));
     for (size_t i = 0; i < size; ++i) {
         Shadow &s = sh[i];
