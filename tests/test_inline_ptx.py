@@ -28,7 +28,7 @@ extern "C" __global__ void registers(unsigned *out) {
     asm("mov.u32 %0, %%ntid.x; mov.u32 %1, %%ctaid.x; mov.u32 %2, %%nctaid.x;"
         : "=r"(ntid_x), "=r"(ctaid_x), "=r"(nctaid_x));
     asm("mov.u32 %0, %%lanemask_lt;" : "=r"(lt));
-    asm("mov.u32 %[ge], %%lanemask_ge;" : [ge] "=r"(ge));
+    asm("mov.u32 %0, %%lanemask_ge;" : "=r"(ge));
     unsigned t = threadIdx.x + threadIdx.y * blockDim.x + blockIdx.x * blockDim.x * blockDim.y;
     unsigned *o = out + 8 * t;
     o[0] = lane; o[1] = tid_x; o[2] = tid_y; o[3] = ntid_x; o[4] = ctaid_x; o[5] = nctaid_x;
@@ -326,6 +326,7 @@ def test_an_unsupported_instruction_is_a_compile_error_naming_it_and_its_line():
     ("ld.shared.f32 %0, [%1];", '"l"(p)', "the .shared state space is not translated"),
     ("mov.u32 %0, %%dynamic_smem_size;", '"r"(0u)', "pass the size of the dynamic shared memory"),
     ("mov.f32 %0, %%bogus;", '"r"(0u)', "'%bogus' in 'mov.f32' is neither an operand nor a register"),
+    ("mov.b32 %[v], %1;", '"r"(0u)', "write it as %N, N the operand's position"),
     ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%0,%0,%0}, {%1,%1,%1,%1}, {%1,%1}, "
      "{%0,%0,%0,%0};", '"r"(0u)', "tensor-core instructions are not emulated"),
 ])

@@ -2,8 +2,8 @@
 of a kernel becomes C++ on the same line (``do { ... } while (0)``), calling the helpers of
 ``include/pmpp_ptx.h``.
 
-The template is read as GCC reads an extended asm (``%0`` and ``%[name]`` name operands, ``%%``
-is a ``%``); a basic asm (no ``:``) is taken as it is. The PTX in it (``;``-separated
+The template is read as NVCC reads an extended asm (``%0`` names an operand, ``%%`` is a ``%``;
+GCC's ``%[name]`` is refused, as NVCC and NVRTC refuse it); a basic asm (no ``:``) is taken as it is. The PTX in it (``;``-separated
 instructions, ``{ }`` scopes with ``.reg`` declarations, ``@p`` guards) is translated instruction
 by instruction after the PTX ISA's semantics. Registers are C++ locals: an ``"r"`` operand a
 ``uint32_t``, ``"l"`` a ``uint64_t``, ``"f"`` a ``float``, ``"d"`` a ``double``, ``"h"`` a
@@ -239,9 +239,8 @@ def _bind(i, op, ops):
 
 
 def _substitute(template, ops):
-    """The template with ``%N``/``%[name]`` made ``$N`` and ``%%`` made ``%``, and the template
-    offset of each character of the result."""
-    names = {op.name: i for i, op in enumerate(ops) if op.name}
+    """The template with ``%N`` made ``$N`` and ``%%`` made ``%``, and the template offset of each
+    character of the result. ``%[name]`` is refused, as NVRTC and NVCC refuse it."""
     out, where, i = [], [], 0
     while i < len(template):
         m = _PERCENT.match(template, i)
@@ -250,8 +249,12 @@ def _substitute(template, ops):
             where.append(i)
             i += 1
             continue
-        if m.group(1) is not None or m.group(2) is not None:
-            index = int(m.group(1)) if m.group(1) is not None else names.get(m.group(2))
+        if m.group(2) is not None:
+            raise PtxError(f"'{m.group()}' names an operand by name, which GCC allows but NVCC and NVRTC "
+                           f"refuse (\"symbolic operand reference not supported\"): write it as %N, N the "
+                           f"operand's position in the lists (outputs first, from 0)", i)
+        if m.group(1) is not None:
+            index = int(m.group(1))
             if index is None or index >= len(ops):
                 raise PtxError(f"'{m.group()}' names no operand of this asm statement "
                                f"(it has {len(ops)})", i)
