@@ -497,6 +497,7 @@ def test_compile_error_names_file_and_line():
     ('asm("tex.1d.v4.f32.s32 {%0,%0,%0,%0}, [%1, {%2}];" : "+f"(x[0]) : "l"(0ull), "r"(0));',
      "inline PTX instruction 'tex.1d.v4.f32.s32' is not supported"),
     ("k<<<1, 1>>>(x);", "dynamic parallelism, <<<...>>>) are not supported"),
+    ("x[0] = __dp4a(1, 2, 3);", "if __dp4a is a CUDA intrinsic, pmpp's CPU engine does not provide it"),
 ])
 def test_unsupported_feature_gives_clear_compile_error(body, feature):
     src = f'#line 1 "bad.cu"\nextern "C" __global__ void k(float* x) {{\n    {body}\n}}\n'

@@ -844,7 +844,8 @@ def _error_notes(lines, start):
     return out
 
 
-_UNDECLARED = re.compile(r"^use of undeclared identifier '(?P<name>\w+)'$")
+_UNDECLARED = re.compile(r"^(?:use of undeclared identifier '(?P<name>\w+)'|‘(?P<gcc_name>\w+)’ was not "
+                         r"declared in this scope(?:; did you mean .*)?)$")
 
 
 @functools.lru_cache(maxsize=None)
@@ -858,10 +859,20 @@ def _prelude_cuda_names():
 
 def _suggest_cuda_name(msg):
     """clang's "use of undeclared identifier" with the CUDA name it is close to, where clang made no
-    suggestion (zig's clang turns spelling suggestions off): "did you mean '__syncthreads'?"."""
+    suggestion (zig's clang turns spelling suggestions off): "did you mean '__syncthreads'?"; and for
+    an undeclared ``__name`` (g++ or clang) nothing close to: that the engine may lack that intrinsic."""
     m = _UNDECLARED.match(msg)
-    close = m and difflib.get_close_matches(m.group("name"), _prelude_cuda_names(), n=1, cutoff=0.8)
-    return f"{msg}; did you mean '{close[0]}'?" if close else msg
+    if not m:
+        return msg
+    name = m.group("name") or m.group("gcc_name")
+    if m.group("name"):
+        close = difflib.get_close_matches(name, _prelude_cuda_names(), n=1, cutoff=0.8)
+        if close:
+            return f"{msg}; did you mean '{close[0]}'?"
+    if name.startswith("__") and " did you mean" not in msg:
+        return (f"{msg}: if {name} is a CUDA intrinsic, pmpp's CPU engine does not provide it (the "
+                f"engine's README, Supported CUDA, lists what it does): write it in plain CUDA C++")
+    return msg
 
 
 def _as_gcc_says(msg, diagnostic):
