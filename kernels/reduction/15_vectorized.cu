@@ -10,8 +10,8 @@
 // The grid is no longer one wave: Python launches enough blocks for about one unrolled step per
 // thread (up to 64 times what fills the GPU), so that blocks finish at different times and the
 // block scheduler keeps every SM busy to the end. A second launch with one block sums the partials.
-// Expect: near the read roofline at large n - measured ~3.1 TB/s on an H100 (peak 3.35), about 1%
-// ahead of CUB (cupy.sum) at 2^28 (one wave: on par); at small n launch overhead dominates.
+// Expect: near the read roofline at large n, on par with CUB's DeviceReduce (the recorded H100
+// figures: notebooks/10_reduction.ipynb, docs/goals.md); at small n launch overhead dominates.
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 1024  // launch with blockDim.x == BLOCK_DIM, a multiple of 32 (1024: ~1-2% faster than 256 on an H100)
 #endif
