@@ -33,7 +33,8 @@ def test_the_recording_covers_every_chapter_and_the_hand_counted_kernels(recordi
         profile = recording["profiles"][name]
         assert profile["problem"] == json.loads(json.dumps(chapter.problems["cpu"])) and profile["seed"] == ncu.SEED
         recorded = {v["variant"] for v in profile["variants"]} | set(profile["skipped"])
-        assert recorded == {v.name for v in chapter.variants}, name
+        counted = {v.name for v in chapter.variants if not v.gpu_only}    # what the engine counts
+        assert counted <= recorded <= {v.name for v in chapter.variants}, name
     assert {c["case"] for c in recording["profiles"]["cases"]["cases"]} == {c["name"] for c in CASES}
 
 

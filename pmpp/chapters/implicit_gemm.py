@@ -311,6 +311,19 @@ def _rsc(kernel: str):
     return launch
 
 
+def _rsc_register_blocked(kernel: str):
+    """09: as 07, with a 128-thread block per 128 x 128 outputs (16 x 8 per thread)."""
+
+    def launch(module, problem, inputs):
+        check_problem(problem)
+        filter_t, kp = _rearranged_filter(module, problem, inputs["w"])
+        grid = (_cdiv(_pixels(problem), 128), _cdiv(problem["k"], 128))
+        module.get_function(kernel)(grid, 128, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp))
+        return inputs["out"]
+
+    return launch
+
+
 # --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
@@ -452,7 +465,8 @@ def emulated_tf32_source(text: str | None = None) -> str:
 
 TILES = {"01_naive": (1, 1), "02_shared_tiles": (16, 16), "03_warp_tile": (16, 16),
          "04_thread_tile": (64, 64), "05_large_tile": (128, 128), "06_double_buffer": (128, 128),
-         "07_rsc_order": (128, 128), "08_tf32_mma": (128, 128)}
+         "07_rsc_order": (128, 128), "08_tf32_mma": (128, 128),
+         "09_register_blocking": (128, 128)}
 """The output tile (filters x pixels) a block computes, for :func:`load_intensity`."""
 
 VARIANTS = (
@@ -473,6 +487,9 @@ VARIANTS = (
     Variant("08_tf32_mma", "TF32 tensor cores: mma.sync.m16n8k8", "beyond the book",
             _rsc("ImplicitGemmTf32Kernel"), _model(rearranges_filter=True),
             problem={"precision": "tf32"}, gpu_only=True, min_arch=80),
+    Variant("09_register_blocking", "16 x 8 outputs per thread, 128 threads, cp.async stages",
+            "beyond the book", _rsc_register_blocked("ImplicitGemmRegisterBlockingKernel"),
+            _model(rearranges_filter=True)),
 )
 
 
