@@ -194,10 +194,20 @@ def test_every_variant_has_a_kernel_file_numbered_in_order():
     assert set(implicit_gemm.TILES) == set(names)
 
 
-def test_only_the_tf32_variant_is_gpu_only_and_judged_as_tf32():
-    assert [v.name for v in CHAPTER.variants if v.gpu_only] == ["08_tf32_mma"]
-    assert [v.name for v in CHAPTER.variants if v.problem.get("precision") == "tf32"] == ["08_tf32_mma"]
+def test_only_the_tensor_core_variants_are_gpu_only_and_judged_as_tf32():
+    tensor_core = ["08_tf32_mma", "10_wgmma_tma"]
+    assert [v.name for v in CHAPTER.variants if v.gpu_only] == tensor_core
+    assert [v.name for v in CHAPTER.variants if v.problem.get("precision") == "tf32"] == tensor_core
     assert not TF32.supports(implicit_gemm.CPU_PROBLEM, "cpu") and TF32.supports(implicit_gemm.GPU_PROBLEM, "cupy")
+
+
+def test_the_wgmma_variant_needs_sm_90_and_tiles_any_output_width():
+    wgmma = CHAPTER.variant("10_wgmma_tma")
+    assert wgmma.min_arch == 90 and not wgmma.supports(implicit_gemm.CPU_PROBLEM, "cpu")
+    for ow in (1, 5, 8, 9, 64, 100, 128, 129, 1000):
+        tw, th = implicit_gemm._pixel_box(ow)
+        assert tw * th == implicit_gemm.WGMMA_TILE and 8 <= tw <= 128 and th <= 256
+        assert tw >= min(ow, 128) and (tw == 8 or tw < 2 * ow)
 
 
 def test_make_inputs_gives_fresh_float32_and_a_nan_poisoned_output(rng):

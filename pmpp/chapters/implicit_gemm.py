@@ -16,8 +16,9 @@ GEMM). GFLOP/s = 2*N*K*Oh*Ow*C*R*S / t.
 
 Every kernel in ``kernels/implicit_gemm/`` handles any shape within 32-bit indexing (see
 :func:`check_problem`); 08 runs on a GPU only (tensor-core ``mma.sync``, which the CPU engine cannot
-run). The bar to beat is cuDNN through ``torch.nn.functional.conv2d``: FP32 with TF32 disabled,
-and TF32 enabled for the TF32 variant.
+run), and 10 on a Hopper GPU only (sm_90a: ``wgmma`` fed by TMA copies). The bar to beat is cuDNN
+through ``torch.nn.functional.conv2d``: FP32 with TF32 disabled, and TF32 enabled for the TF32
+variants.
 
 The sweep of shapes (N=8, C in {32, 64}, H=W in {64, 128}, K in {128, 256}, 3x3, pad 1) is
 :func:`sweep`; on a GPU, ``pmpp bench implicit_gemm --all-problems`` measures it and writes it
@@ -325,6 +326,123 @@ def _rsc_register_blocked(kernel: str):
 
 
 # --------------------------------------------------------------------------------------------
+# 10: wgmma fed by the TMA (sm_90a)
+# --------------------------------------------------------------------------------------------
+
+WGMMA_TILE = 128          # 10: filters and pixels per block
+WGMMA_CHANNELS = 32       # 10: channels per pipeline stage (one 128-byte row)
+WGMMA_STAGES = 3
+WGMMA_SHARED = WGMMA_STAGES * 2 * WGMMA_TILE * WGMMA_CHANNELS * 4 + 1024 + 8 * WGMMA_STAGES
+TENSOR_MAP = np.dtype([("words", np.uint64, (16,))])       # CUtensorMap: 128 opaque bytes
+_F32, _SWIZZLE_128B, _L2_256B = 7, 3, 3                    # cuda.h's CUtensorMap* enum values
+_MAX_DYNAMIC_SHARED = 8                  # cuda.h: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+def _encode_tiled(address: int, dims, strides, box) -> np.void:
+    """A tiled tensor map of float32 (cuTensorMapEncodeTiled, CUDA driver API): ``dims`` innermost
+    first, ``strides`` in bytes for dims 1.., ``box`` the tile one copy brings, 128-byte swizzle,
+    zeros outside the tensor."""
+    import ctypes
+    rank = len(dims)
+    storage = (ctypes.c_uint64 * 32)()                                # a map must sit on 128 bytes
+    at = (ctypes.addressof(storage) + 127) & ~127
+    status = _libcuda().cuTensorMapEncodeTiled(
+        ctypes.c_void_p(at), _F32, rank, ctypes.c_void_p(address), (ctypes.c_uint64 * rank)(*dims),
+        (ctypes.c_uint64 * (rank - 1))(*strides), (ctypes.c_uint32 * rank)(*box),
+        (ctypes.c_uint32 * rank)(*[1] * rank), 0, _SWIZZLE_128B, _L2_256B, 0)
+    if status != 0:
+        raise ValueError(f"cuTensorMapEncodeTiled refused dims {dims}, strides {strides}, box {box}: "
+                         f"CUresult {status} (see cuda.h)")
+    words = np.ctypeslib.as_array((ctypes.c_uint64 * 16).from_address(at)).copy()
+    return np.array((words,), TENSOR_MAP)[()]
+
+
+def _libcuda():
+    import ctypes
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+    return lib
+
+
+_SM90A: dict = {}
+
+
+def _sm90a_kernels(module):
+    """10's kernels built for sm_90a, which wgmma needs. CuPy's RawModule appends its own -arch
+    (sm_90 on an H100) and NVRTC refuses a second one, so NVRTC is called here directly."""
+    key = (module.source, tuple(sorted(module.defines.items())))
+    if key not in _SM90A:
+        import cupy
+        from cupy_backends.cuda.libs import nvrtc
+        from pmpp.source import define_options
+        options = ("-arch=sm_90a", "-DWGMMA_REQUIRED", *define_options(module.defines))
+        program = nvrtc.createProgram(module.source, module.filename, (), ())
+        try:
+            nvrtc.compileProgram(program, options)
+        except nvrtc.NVRTCError:
+            raise ValueError(f"{module.filename} did not compile for sm_90a:\n"
+                             f"{nvrtc.getProgramLog(program)}") from None
+        cubin = nvrtc.getCUBIN(program)
+        nvrtc.destroyProgram(program)
+        raw = cupy.cuda.function.Module()
+        raw.load(cubin)
+        kernels = {name: raw.get_function(name) for name in
+                   ("FilterToRSKCKernel", "InputToNHWCKernel", "ImplicitGemmWgmmaKernel")}
+        cupy.cuda.driver.funcSetAttribute(kernels["ImplicitGemmWgmmaKernel"].ptr, _MAX_DYNAMIC_SHARED,
+                                          WGMMA_SHARED)          # past 48 KB a kernel must opt in
+        _SM90A[key] = kernels
+    return _SM90A[key]
+
+
+def _pixel_box(ow: int) -> tuple[int, int]:
+    """(TW, TH): the block's 128 pixels as TH output rows of TW columns, TW a power of two
+    covering Ow where it can (8 <= TW <= 128)."""
+    tw = min(WGMMA_TILE, max(8, 1 << (ow - 1).bit_length()))
+    return tw, WGMMA_TILE // tw
+
+
+def _launch_wgmma(module, problem, inputs):
+    """10: filter to (r, s) x K x C and input to NHWC (split into stride x stride phases), both
+    TF32 with channels padded to a multiple of 4; then one warpgroup per 128 x 128 outputs."""
+    import cupy
+    check_problem(problem)
+    kernels = _sm90a_kernels(module)
+    n, c, h, w, k, r, s, stride, pad, oh, ow = _sizes(problem)
+    cp = _cdiv(c, 4) * 4
+    hq, wq = _cdiv(h, stride), _cdiv(w, stride)
+    if n * h > 65535:
+        raise ValueError(f"10 transforms the input with a grid of N * H = {n * h} rows; at most 65535")
+    i32 = np.int32
+    filter_k = cupy.empty(r * s * k * cp, dtype=np.uint32)
+    kernels["FilterToRSKCKernel"]((_cdiv(filter_k.size, 256),), (256,),
+                                  (inputs["w"], filter_k, i32(k), i32(c), i32(r * s), i32(cp)))
+    alloc = cupy.zeros if stride > 1 else cupy.empty       # phases past the edge must read 0
+    x_t = alloc(n * stride * stride * hq * wq * cp, dtype=np.uint32)
+    kernels["InputToNHWCKernel"]((_cdiv(w, 32), n * h, _cdiv(cp, 32)), (32, 8),
+                                 (inputs["x"], x_t, i32(n), i32(c), i32(h), i32(w), i32(cp), i32(stride),
+                                  i32(hq), i32(wq)))
+    tw, th = _pixel_box(ow)
+    filter_map = _encode_tiled(filter_k.data.ptr, (cp, k, r * s), (cp * 4, k * cp * 4),
+                               (WGMMA_CHANNELS, WGMMA_TILE, 1))
+    input_map = _encode_tiled(x_t.data.ptr, (cp, wq, hq, n * stride * stride),
+                              (cp * 4, wq * cp * 4, hq * wq * cp * 4), (WGMMA_CHANNELS, tw, th, 1))
+    grid = (n * _cdiv(oh, th) * _cdiv(ow, tw), _cdiv(k, WGMMA_TILE))
+    kernels["ImplicitGemmWgmmaKernel"](grid, (128,), (filter_map, input_map, inputs["out"], i32(k), i32(cp),
+                                                      i32(r), i32(s), i32(stride), i32(pad), i32(oh), i32(ow),
+                                                      i32(tw)), shared_mem=WGMMA_SHARED)
+    return inputs["out"]
+
+
+def _wgmma_model(problem):
+    """As 07/08's model, and the input's trip through the transform (read, written as NHWC,
+    read by the TMA)."""
+    base = _model(rearranges_filter=True)(problem)
+    p = problem
+    extra = 2 * p["n"] * p["h"] * p["w"] * _cdiv(p["c"], 4) * 4
+    return Model(flops=base.flops, bytes=base.bytes + 4.0 * extra)
+
+
+# --------------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------------
 
@@ -466,7 +584,7 @@ def emulated_tf32_source(text: str | None = None) -> str:
 TILES = {"01_naive": (1, 1), "02_shared_tiles": (16, 16), "03_warp_tile": (16, 16),
          "04_thread_tile": (64, 64), "05_large_tile": (128, 128), "06_double_buffer": (128, 128),
          "07_rsc_order": (128, 128), "08_tf32_mma": (128, 128),
-         "09_register_blocking": (128, 128)}
+         "09_register_blocking": (128, 128), "10_wgmma_tma": (128, 128)}
 """The output tile (filters x pixels) a block computes, for :func:`load_intensity`."""
 
 VARIANTS = (
@@ -490,6 +608,8 @@ VARIANTS = (
     Variant("09_register_blocking", "16 x 8 outputs per thread, 128 threads, cp.async stages",
             "beyond the book", _rsc_register_blocked("ImplicitGemmRegisterBlockingKernel"),
             _model(rearranges_filter=True)),
+    Variant("10_wgmma_tma", "Hopper: wgmma from shared memory, TMA loads, 3 stages", "beyond the book",
+            _launch_wgmma, _wgmma_model, problem={"precision": "tf32"}, gpu_only=True, min_arch=90),
 )
 
 
