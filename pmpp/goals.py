@@ -67,37 +67,10 @@ def _scan_reason():
             f"(limited by {' and '.join(v['occupancy_limiters'])})")
 
 
-def _igemm(name):
-    data = _ncu("implicit-gemm-h100-4ff5875.json")
-    return data, [k for k in data["runs"][name]["kernels"] if k["duration_us"] > 100][0]
-
-
-def _simt_reason():
-    data, ours = _igemm("07_rsc_order")
-    _, cudnn = _igemm("cudnn_fp32")
-    return (f"Nsight Compute on the H100: 07_rsc_order keeps the issue slots {ours['issue_slots_busy_pct']}% busy "
-            f"({ours['top_pipeline']} pipe {ours['top_pipeline_pct']}%), {ours['warp_cycles_per_issued_instruction']} "
-            f"warp cycles per issued instruction at {ours['theoretical_occupancy_pct']:.0f}% occupancy "
-            f"({ours['registers_per_thread']:.0f} registers); cuDNN's {cudnn['kernel'].split('_execute')[0]} keeps them "
-            f"{cudnn['issue_slots_busy_pct']}% busy ({cudnn['top_pipeline']} {cudnn['top_pipeline_pct']}%) with "
-            f"{cudnn['warp_cycles_per_issued_instruction']} cycles per issued instruction at "
-            f"{cudnn['theoretical_occupancy_pct']}% occupancy ({cudnn['registers_per_thread']:.0f} registers): more "
-            f"independent FFMAs per thread hide the latency")
-
-
-def _tf32_reason():
-    _, ours = _igemm("08_tf32_mma")
-    _, cudnn = _igemm("cudnn_tf32")
-    return (f"no wgmma + TMA variant exists yet; the TF32 variant shown is 08_tf32_mma (mma.sync). Nsight Compute "
-            f"on the H100: 08 issues in {ours['issue_slots_busy_pct']}% of slots, "
-            f"{ours['warp_cycles_per_issued_instruction']} warp cycles per issued instruction at "
-            f"{ours['theoretical_occupancy_pct']:.0f}% occupancy, {ours['top_pipeline']} the top pipe "
-            f"({ours['top_pipeline_pct']}%): latency-bound; cuDNN's kernel here is {cudnn['kernel'].split('_execute')[0]} "
-            f"(mma.sync too, not wgmma), {cudnn['top_pipeline']} pipe {cudnn['top_pipeline_pct']}%")
-
-
 def _simt(name):
-    return not name.startswith("08_")
+    """An FP32 variant: not one of the tensor-core (TF32) ones."""
+    from .chapters import implicit_gemm
+    return implicit_gemm.CHAPTER.variant(name).problem.get("precision") != "tf32"
 
 
 GOALS = (
@@ -110,9 +83,9 @@ GOALS = (
     Goal("stencil", "08_temporal_blocking's effective bandwidth (4 sweeps' bytes over its time) vs copy", 1.8,
          _of_ceiling("stencil", "copy_gbs", lambda name: name == "08_temporal_blocking")),
     Goal("implicit_gemm", "best SIMT FP32 variant vs cuDNN FP32 (TF32 off)", 1.0,
-         _faster_than("implicit_gemm", "cuDNN FP32 (torch conv2d)", _simt), _simt_reason),
+         _faster_than("implicit_gemm", "cuDNN FP32 (torch conv2d)", _simt)),
     Goal("implicit_gemm", "a wgmma + TMA TF32 variant vs cuDNN TF32", 0.8,
-         _faster_than("implicit_gemm", "cuDNN TF32 (torch conv2d)", lambda name: name == "08_tf32_mma"), _tf32_reason),
+         _faster_than("implicit_gemm", "cuDNN TF32 (torch conv2d)", lambda name: name == "10_wgmma_tma")),
 )
 
 

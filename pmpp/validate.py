@@ -179,6 +179,14 @@ REASONS = {
         "Shared-memory atomics of lanes that add different values to one address take more "
         "wavefronts on the H100 than one per bank (the hand-counted atomics, where every lane adds 1, "
         "take one); the engine costs atomics like loads."),
+    "ldgsts-l1": (
+        "cp.async copies of 4 bytes (LDGSTS.E in 09's SASS, which pass through L1) are counted by ncu "
+        "among global load requests and sectors; the engine leaves cp.async copies out of loads, as "
+        "ncu does for the 16-byte ones that bypass L1 (LDGSTS.E.BYPASS.128: scan 11 agrees)."),
+    "broadcast-128": (
+        "A 128-bit shared load is served a quarter-warp at a time (4 wavefronts, the engine's count), "
+        "but where the warp reads only 4 distinct 16-byte pieces (09's filter fragment, a broadcast) "
+        "the H100 takes 2: ncu's total is 2 for that line and 4 for the other (2 x 6,912 + 4 x 3,456)."),
     "select-vs-branch": (
         "A value chosen by a condition and then stored (top ? load4(...) : zero) is one selected "
         "store for nvcc and a store in each branch for the CPU compiler: two instructions when "
@@ -196,6 +204,8 @@ RULES = (
     ("histogram", ("13_dot_half_atomic", "14_dot_fast_atomic_add"), "shared_op_atom", "global-atomics-l1"),
     ("histogram", ("07_aggregation", "12_register_counts"), "shared_op_atom", "atomic-values"),
     ("stencil", ("06_vectorized",), "op_shared_st", "select-vs-branch"),
+    ("implicit_gemm", ("09_register_blocking",), "global_op_ld", "ldgsts-l1"),
+    ("implicit_gemm", ("09_register_blocking",), "mem_shared_op_ld", "broadcast-128"),
     (None, None, "per_inst_executed", "predication"),
     (None, None, "bank_conflicts", "bank-counter"),
 )
