@@ -115,7 +115,7 @@ def _check(nvcc: str, base: Path, target: Target, arch: str, keep_going: bool) -
     if min_arch > arch_number(arch):
         return [_outcome_row(rel, defines, arch, NEEDS_NEWER, f"needs sm_{min_arch}")]
     try:
-        return _compile(nvcc, base, target, arch)
+        return _compile(nvcc, base, target, arch, min_arch)
     except (CompileError, FileNotFoundError, subprocess.TimeoutExpired) as error:
         if not keep_going:
             raise
@@ -138,13 +138,19 @@ def first_error_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _compile(nvcc: str, base: Path, target: Target, arch: str) -> list[dict]:
+def _compile(nvcc: str, base: Path, target: Target, arch: str, min_arch: int = 0) -> list[dict]:
     rel, defines, names = target[:3]
     src = (base / rel).resolve()
     if not src.is_file():
         raise FileNotFoundError(f"no kernel file {src} (targets name paths under {base})")
-    rows = _ptxas_report(nvcc, src.read_text(), str(src), arch, defines, names, (src.parent,))
-    return [dict(file=str(rel), **row, status=OK, reason=None) for row in rows]
+    rows = _ptxas_report(nvcc, src.read_text(), str(src), _build_arch(arch, min_arch), defines, names, (src.parent,))
+    return [dict(file=str(rel), **{**row, "arch": arch}, status=OK, reason=None) for row in rows]
+
+
+def _build_arch(arch: str, min_arch: int) -> str:
+    """A variant that needs Hopper (min_arch 90) is built for sm_90a on an sm_90 row: the
+    arch-specific target that has wgmma and the other sm_90a-only instructions, as it runs."""
+    return arch + "a" if min_arch >= 90 and arch == "sm_90" else arch
 
 
 def check_source(text: str, arch: str = "sm_90", *, filename: str = "<source>",

@@ -267,7 +267,8 @@ def why_not(variant: Variant, problem: Mapping[str, Any], backend: str) -> str |
     if variant.supports(problem, backend):
         return None
     if variant.gpu_only and backend != "cupy":
-        return "GPU only (tensor cores: the CPU engine cannot run them)"
+        needs = f"; needs sm_{variant.min_arch} or newer" if variant.min_arch else ""
+        return f"GPU only (tensor cores: the CPU engine cannot run them{needs})"
     if backend == "cupy" and variant.too_old_gpu() is not None:
         return f"needs sm_{variant.min_arch}; this GPU is sm_{variant.too_old_gpu()}"
     if variant.max_n is not None and problem.get("n", 0) > variant.max_n:
