@@ -17,7 +17,7 @@
 //    for TILE_K channels, and TILE_K / 4 float4s of the filter tile.
 // Model: per channel and warp, 6 LDS.128 for 128 FFMAs per thread; one __syncthreads per
 // TILE_K channels.
-// Expect: FMA pipe busier than 07's 59% with half the warps: at or past cuDNN FP32. The defines
+// Expect: the FMA pipe busier than in 07, with half the warps: at or past cuDNN FP32. The defines
 // are the knobs to try: STAGES 2 or 3, TILE_K 8 or 16, THREAD_M 8 (8 x 16 per thread), MIN_BLOCKS 3
 // (at most 168 registers, 12 warps per SM).
 #include <cuda_pipeline.h>
