@@ -266,12 +266,13 @@ def _matching(code: str, open_at: int, opening: str, closing: str) -> int:
     raise ValueError(f"unbalanced {opening}{closing} in kernel signature")
 
 
-def _split_top(text: str) -> list[str]:
+def split_top(text: str, opening: str = "(<[", closing: str = ")>]") -> list[str]:
+    """``text`` split at the commas outside any of the brackets ``opening``/``closing``."""
     parts, depth, current = [], 0, []
     for ch in text:
-        if ch in "(<[":
+        if ch in opening:
             depth += 1
-        elif ch in ")>]":
+        elif ch in closing:
             depth -= 1
         if ch == "," and depth == 0:
             parts.append("".join(current))
@@ -279,7 +280,11 @@ def _split_top(text: str) -> list[str]:
         else:
             current.append(ch)
     parts.append("".join(current))
-    return [p.strip() for p in parts]
+    return parts
+
+
+def _split_top(text: str) -> list[str]:
+    return [p.strip() for p in split_top(text)]
 
 
 def _parse_param(text: str) -> Param:

@@ -299,27 +299,15 @@ def _rearranged_filter(module, problem, w):
     return filter_t, kp
 
 
-def _rsc(kernel: str):
-    """07, 08: rearrange the filter, then a 256-thread block per 128 x 128 outputs."""
+def _rsc(kernel: str, threads: int = 256):
+    """07, 08, 09: rearrange the filter, then a block of ``threads`` per 128 x 128 outputs (256 for
+    07 and 08; 128 for 09, 16 x 8 outputs per thread)."""
 
     def launch(module, problem, inputs):
         check_problem(problem)
         filter_t, kp = _rearranged_filter(module, problem, inputs["w"])
         grid = (_cdiv(_pixels(problem), 128), _cdiv(problem["k"], 128))
-        module.get_function(kernel)(grid, 256, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp))
-        return inputs["out"]
-
-    return launch
-
-
-def _rsc_register_blocked(kernel: str):
-    """09: as 07, with a 128-thread block per 128 x 128 outputs (16 x 8 per thread)."""
-
-    def launch(module, problem, inputs):
-        check_problem(problem)
-        filter_t, kp = _rearranged_filter(module, problem, inputs["w"])
-        grid = (_cdiv(_pixels(problem), 128), _cdiv(problem["k"], 128))
-        module.get_function(kernel)(grid, 128, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp))
+        module.get_function(kernel)(grid, threads, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp))
         return inputs["out"]
 
     return launch
@@ -606,7 +594,7 @@ VARIANTS = (
             _rsc("ImplicitGemmTf32Kernel"), _model(rearranges_filter=True),
             problem={"precision": "tf32"}, gpu_only=True, min_arch=80),
     Variant("09_register_blocking", "16 x 8 outputs per thread, 128 threads, cp.async stages",
-            "beyond the book", _rsc_register_blocked("ImplicitGemmRegisterBlockingKernel"),
+            "beyond the book", _rsc("ImplicitGemmRegisterBlockingKernel", threads=128),
             _model(rearranges_filter=True)),
     Variant("10_wgmma_tma", "Hopper: wgmma from shared memory, TMA loads, 3 stages", "beyond the book",
             _launch_wgmma, _wgmma_model, problem={"precision": "tf32"}, gpu_only=True, min_arch=90),

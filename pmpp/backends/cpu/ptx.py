@@ -17,6 +17,8 @@ and what to write instead.
 import re
 from dataclasses import dataclass, field
 
+from pmpp.source import split_top
+
 NS = "::pmpp::ptx::"
 
 # C++ type of a register, by operand constraint and by PTX type.
@@ -941,19 +943,7 @@ ADVICE = {
 
 def _split_args(text):
     """Operands of a PTX instruction: split at commas outside ``{}`` and ``[]``."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
+    return split_top(text, "{[", "}]")
 
 
 def _vector(text):
