@@ -1,7 +1,14 @@
+import os
+
 import numpy as np
 import pytest
 
 import pmpp
+
+# NVRTC's front-end check of kernel code (pmpp/backends/cpu/nvrtc.py) runs in its own tests, over
+# every workbook kernel (tests/test_nvrtc_check.py, which turns it on); elsewhere it is off unless
+# asked for, to keep the suite's time down: it adds a compile to each of the suite's ~900 builds.
+os.environ.setdefault("PMPP_NVRTC", "0")
 
 
 def pytest_collection_modifyitems(config, items):
