@@ -153,8 +153,8 @@ def versions(backend: Any = None) -> dict:
         v["cuda_driver_api"] = _cuda_version(rt.driverGetVersion())
         v["driver"] = _nvidia_smi("driver_version") or v["cuda_driver_api"]
         from .libraries import cub
-        if cub.loaded_version():             # only when a CUB row ran in this process
-            v["cub"] = cub.loaded_version()
+        if cub_version := cub.loaded_version():    # only when a CUB row ran in this process
+            v["cub"] = cub_version
     return v
 
 

@@ -105,7 +105,8 @@ def build(nvcc: str | None = None, arch: str | None = None) -> Path:
 def _load() -> ctypes.CDLL:
     global _library
     if _library is None:
-        reason = why_unavailable("cupy" if _cupy_device() else "cpu")
+        from pmpp.backends import gpu_available
+        reason = why_unavailable("cupy" if gpu_available() else "cpu")
         if reason is not None:
             raise BackendUnavailableError(reason)
         lib = ctypes.CDLL(str(build()))
@@ -119,14 +120,6 @@ def _load() -> ctypes.CDLL:
                            ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p)
         _library = lib
     return _library
-
-
-def _cupy_device() -> bool:
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:       # no CuPy, no driver, no device: CuPy raises several kinds
-        return False
 
 
 def version() -> str:
