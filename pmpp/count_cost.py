@@ -7,10 +7,14 @@ its file in the same worker, so on the same OS threads: the plain build, uncount
 build (:func:`pmpp.counters.counting_module`), which also collects the counters of every launch and
 turns them into :class:`pmpp.Counters`. The cost of counting is the ratio of the two times.
 
+A third run, the count build not collecting (its hooks return at once), says how much of that cost
+is the compiler's instrumentation alone (a call at every basic block and every load and store, and
+-O1), which no work of the runtime's can take away: the "instrumented" ratio.
+
 Each build runs once untimed first (the worker loads the module; the count build's code addresses
-are looked up in its line table), and that first run's time is kept apart. Then the two builds take
-turns, ``repeats`` runs each, so that a load that comes and goes on a shared machine falls on both;
-a variant's time is its best run. The table goes to the terminal and, with the machine, compiler,
+are looked up in its line table), and that first run's time is kept apart. Then the three runs take
+turns, ``repeats`` each, so that a load that comes and goes on a shared machine falls on all; a
+variant's time is its best run. The table goes to the terminal and, with the machine, compiler,
 commit and per-chapter summaries (median, worst and total ratio), to
 ``results/count-cost/<cpu>-<n>cpu.json`` (beside the benchmark recordings, which results/*.json are).
 """
@@ -48,15 +52,17 @@ def default_path(info: dict) -> Path:
     return RESULTS_DIR / "count-cost" / f"{device_slug(info['cpu'])}-{info['cpu_count']}cpu.json"
 
 
-def _timed_run(module, variant, problem, inputs) -> float:
+def _timed_run(module, variant, problem, inputs, collect=True) -> float:
     module.launches.clear()
+    module._impl.collect = collect
     start = time.perf_counter()
     variant.launch(module, problem, inputs)
     return time.perf_counter() - start
 
 
 def time_variant(chapter, variant, repeats: int) -> dict:
-    """Seconds of one run of ``variant`` from the plain and from the count build (see the top)."""
+    """Seconds of one run of ``variant`` from the plain build, from the count build, and from the
+    count build not collecting (see the top)."""
     from . import runner
     from .counters import counting_module
     problem = runner.problem_for(variant, chapter.problems["cpu"])
@@ -66,13 +72,16 @@ def time_variant(chapter, variant, repeats: int) -> dict:
     plain._impl.sm_count = counting._impl.sm_count    # the same grids, so the same launches
     first = {"plain": _timed_run(plain, variant, problem, inputs),
              "counted": _timed_run(counting, variant, problem, inputs)}
-    runs = {"plain": [], "counted": []}
+    launches = len(counting.launches)
+    runs = {"plain": [], "counted": [], "instrumented": []}
     for _ in range(repeats):
         runs["plain"].append(_timed_run(plain, variant, problem, inputs))
         runs["counted"].append(_timed_run(counting, variant, problem, inputs))
+        runs["instrumented"].append(_timed_run(counting, variant, problem, inputs, collect=False))
     best = {k: min(v) for k, v in runs.items()}
-    return {"chapter": chapter.name, "variant": variant.name, "launches": len(counting.launches),
+    return {"chapter": chapter.name, "variant": variant.name, "launches": launches,
             "plain_s": best["plain"], "counted_s": best["counted"], "ratio": best["counted"] / best["plain"],
+            "instrumented_s": best["instrumented"], "instrumented_ratio": best["instrumented"] / best["plain"],
             "plain_median_s": statistics.median(runs["plain"]),
             "counted_median_s": statistics.median(runs["counted"]),
             "first_plain_s": first["plain"], "first_counted_s": first["counted"]}
@@ -81,11 +90,14 @@ def time_variant(chapter, variant, repeats: int) -> dict:
 def summary(rows: list[dict]) -> dict:
     """Median and worst ratio over ``rows``, and the ratio of their summed times."""
     ratios = [r["ratio"] for r in rows]
+    floors = [r["instrumented_ratio"] for r in rows]
     worst = max(rows, key=lambda r: r["ratio"])
     plain, counted = sum(r["plain_s"] for r in rows), sum(r["counted_s"] for r in rows)
     return {"variants": len(rows), "median_ratio": statistics.median(ratios), "worst_ratio": worst["ratio"],
             "worst_variant": f"{worst['chapter']}/{worst['variant']}", "plain_s": plain, "counted_s": counted,
-            "total_ratio": counted / plain, "within_goal": sum(r <= GOAL for r in ratios)}
+            "total_ratio": counted / plain, "within_goal": sum(r <= GOAL for r in ratios),
+            "median_instrumented_ratio": statistics.median(floors),
+            "instrumented_over_goal": sum(f > GOAL for f in floors)}
 
 
 def measure(chapter_names, repeats: int, report=print) -> dict:
@@ -94,7 +106,7 @@ def measure(chapter_names, repeats: int, report=print) -> dict:
     info = machine()
     load_before = os.getloadavg()
     report(f"{info['cpu']}, {info['cpu_count']} CPUs, {info['engine_threads']} engine threads, {info['compiler']}")
-    report(f"{'chapter':<14} {'variant':<30} {'plain ms':>9} {'counted ms':>11} {'ratio':>6}")
+    report(f"{'chapter':<14} {'variant':<30} {'plain ms':>9} {'counted ms':>11} {'ratio':>6} {'instr.':>6}")
     rows = []
     for name in chapter_names:
         chapter = chapters.get(name)
@@ -104,11 +116,13 @@ def measure(chapter_names, repeats: int, report=print) -> dict:
             row = time_variant(chapter, variant, repeats)
             rows.append(row)
             report(f"{name:<14} {variant.name:<30} {row['plain_s'] * 1e3:>9.2f} {row['counted_s'] * 1e3:>11.2f} "
-                   f"{row['ratio']:>6.2f}")
+                   f"{row['ratio']:>6.2f} {row['instrumented_ratio']:>6.2f}")
     per_chapter = {name: summary([r for r in rows if r["chapter"] == name]) for name in chapter_names
                    if any(r["chapter"] == name for r in rows)}
     return {"what": "count build (pmpp.counters) against the plain build: best-of-N seconds of one run of each "
-                    "variant at its CPU-engine (notebook) size, the same worker and OS threads",
+                    "variant at its CPU-engine (notebook) size, the same worker and OS threads; 'instrumented': "
+                    "the count build run without collecting (its hooks return at once), what the compiler's "
+                    "instrumentation alone costs",
             "goal_ratio": GOAL, "machine": info, "commit": git_commit(), "repeats": repeats,
             "load_average": {"before": load_before, "after": os.getloadavg()},  # other work on the machine
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "overall": summary(rows), "chapters": per_chapter,
@@ -117,10 +131,12 @@ def measure(chapter_names, repeats: int, report=print) -> dict:
 
 def print_summary(result: dict, report=print) -> None:
     goal = f"<={GOAL:g}x"
-    report(f"\n{'':<14} {'variants':>8} {'median':>7} {'worst':>7} {'total':>7} {goal:>6}  worst variant")
+    report(f"\n{'':<14} {'variants':>8} {'median':>7} {'worst':>7} {'total':>7} {goal:>6} {'instr.':>7} "
+           f"{'instr.>' + goal[2:]:>8}  worst variant")
     for name, s in [*result["chapters"].items(), ("all", result["overall"])]:
         report(f"{name:<14} {s['variants']:>8} {s['median_ratio']:>6.2f}x {s['worst_ratio']:>6.2f}x "
-               f"{s['total_ratio']:>6.2f}x {s['within_goal']:>6}  {s['worst_variant']}")
+               f"{s['total_ratio']:>6.2f}x {s['within_goal']:>6} {s['median_instrumented_ratio']:>6.2f}x "
+               f"{s['instrumented_over_goal']:>8}  {s['worst_variant']}")
 
 
 def main(argv=None):

@@ -600,6 +600,7 @@ def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 
     twin = load(source=module.source, filename=module.filename, backend="cpu", options=module.options,
                 defines=module.defines, name_expressions=module.name_expressions, count=True)
     twin._impl.sample_warp = tuple(int(v) for v in sample_warp)
+    twin._impl.collect = True
     twin._impl.sm_count = _sm_count(gpu)
     twin._impl.counted_gpu = gpu
     return twin

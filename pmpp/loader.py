@@ -156,7 +156,7 @@ class Function:
             names = [p.name for p in self.signature.params]
             writable = [p.pointer and not p.const for p in self.signature.params]
         impl.launch(self.name, grid, block, shared_mem, converted, names, writable)
-        if getattr(impl, "count", False):
+        if getattr(impl, "count", False) and impl.collect:
             from .counters import from_engine
             self.module.launches.append(from_engine(
                 impl.last_counts, impl.library_path, kernel=(self.name, grid, block, shared_mem),

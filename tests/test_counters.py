@@ -52,6 +52,22 @@ def test_counting_does_not_change_results(module):
     np.testing.assert_array_equal(counted_args[1], counted_args[0][::2][:N])
 
 
+def test_a_count_build_not_collecting_runs_alike_and_counts_nothing(module):
+    from pmpp.counters import counting_module
+    case = next(c for c in CASES if c["name"] == "strided_load_2")
+    twin = counting_module(module)
+    twin.launches.clear()
+    twin._impl.collect = False
+    args = ncu.case_arguments(case, np, 4)
+    args[1][:] = np.nan
+    twin.get_function("StridedLoad")((GRID,), (BLOCK,), args)
+    np.testing.assert_array_equal(args[1], args[0][::2][:N])
+    assert twin.launches == [] and twin._impl.last_counts is None
+    twin = counting_module(module)   # collects again
+    twin.get_function("StridedLoad")((GRID,), (BLOCK,), args)
+    assert twin.launches[-1][LD_REQ] == WARPS
+
+
 def test_lines_name_the_source(module):
     found = count_case(module, next(c for c in CASES if c["name"] == "strided_load_32"))
     (line,) = [r for r in found.lines if r["global_requests"]]
@@ -252,8 +268,9 @@ def test_samples_come_as_the_engines_records_and_read_back_lane_by_lane(module):
 
 def test_the_cost_summary_gives_median_worst_and_total():
     from pmpp.count_cost import summary
-    rows = [{"chapter": "c", "variant": v, "plain_s": p, "counted_s": c, "ratio": c / p}
-            for v, p, c in (("a", 1.0, 2.0), ("b", 2.0, 10.0), ("d", 1.0, 3.0))]
+    rows = [{"chapter": "c", "variant": v, "plain_s": p, "counted_s": c, "ratio": c / p, "instrumented_ratio": i}
+            for v, p, c, i in (("a", 1.0, 2.0, 1.5), ("b", 2.0, 10.0, 4.0), ("d", 1.0, 3.0, 2.0))]
     found = summary(rows)
     assert found["median_ratio"] == 3.0 and found["worst_ratio"] == 5.0 and found["worst_variant"] == "c/b"
     assert found["total_ratio"] == 15.0 / 4.0 and found["within_goal"] == 2
+    assert found["median_instrumented_ratio"] == 2.0 and found["instrumented_over_goal"] == 1

@@ -51,6 +51,9 @@ class CpuModule:
         self.count = bool(count)
         self.last_counts = None   # count builds: the counters of the last launch, as the worker sent them
         self.sample_warp = (0, 0)  # count builds: (block, warp) whose every access is kept
+        # count builds: whether launches collect counters; False runs the instrumented code with hooks
+        # that only return (what the instrumentation alone costs: pmpp.count_cost)
+        self.collect = True
         self.timeout = default_timeout() if timeout is None else float(timeout)
         self.target = None if target is None else _targets.target(target)
         self._names = list(dict.fromkeys([*kernel_names, *name_expressions]))
@@ -148,7 +151,7 @@ class CpuModule:
                 arena.view(offset, len(view))[:] = view
             message = ("launch", self._id, name, tuple(int(g) for g in grid),
                        tuple(int(b) for b in block), int(shared_mem), self.check, specs,
-                       self.sample_warp if self.count else None, limits)
+                       self.sample_warp if self.count and self.collect else None, limits)
             what = f"kernel {name!r} ({self.filename})"
             try:
                 reply = self._request(worker, message, what, timeout=self.timeout)

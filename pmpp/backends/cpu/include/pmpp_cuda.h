@@ -51,14 +51,16 @@
 #define PMPP_NO_TSAN no_sanitize("thread")
 #endif
 #if PMPP_COUNT
-#define PMPP_UNCOUNTED __attribute__((PMPP_NO_TSAN, noinline)) PMPP_NOCOV
+#define PMPP_UNCOUNTED __attribute__((PMPP_NO_TSAN, noinline, visibility("hidden"))) PMPP_NOCOV
 #else
 #define PMPP_UNCOUNTED
 #endif
 
 #if PMPP_CHECK
-#define PMPP_NOSAN __attribute__((PMPP_NO_TSAN)) PMPP_NOCOV
-#define PMPP_ATOMIC_FN inline __attribute__((PMPP_NO_TSAN, noinline)) PMPP_NOCOV
+// Not inlined into instrumented code (the sanitizer attributes differ), so called: hidden, the call
+// goes straight to the module's own copy instead of through the PLT.
+#define PMPP_NOSAN __attribute__((PMPP_NO_TSAN, visibility("hidden"))) PMPP_NOCOV
+#define PMPP_ATOMIC_FN inline __attribute__((PMPP_NO_TSAN, noinline, visibility("hidden"))) PMPP_NOCOV
 #define PMPP_ATOMIC_CHECK(p) \
     pmpp_check_atomic((const void *)(p), sizeof(*(p)), __builtin_return_address(0))
 #else

@@ -215,11 +215,14 @@ struct Worker {
     LaneClocks *clocks = nullptr;  // checked builds: per warp
     uint32_t epoch = 1;
     Count *cnt = nullptr;  // count builds
-    struct KnownRegion {  // count builds: arrays accesses were found in lately (count_memory_access)
-        uintptr_t base, size;
+    struct SiteRegion {  // count builds: per code address, where its accesses land (see site_region)
+        uint64_t tag;     // the event key without the space (0: none)
+        uintptr_t base;   // the array's start, and the offset of the last access of tag's size in it
+        uintptr_t last;
         int space;
-    } known_regions[4] = {};
-    uint32_t next_known = 0;
+    };
+    static constexpr size_t kSiteRegions = 256;
+    SiteRegion site_regions[kSiteRegions] = {};
 };
 
 Worker *g_workers[kMaxSlots];
@@ -839,25 +842,34 @@ __attribute__((noinline)) void branch_off(Fiber *f, uint64_t key, uintptr_t a) {
     f->apart = true;
 }
 
-// (Inlined into the hooks, as is everything on their path: they run for every event of every lane.)
-__attribute__((always_inline)) inline void count_event(Fiber *f, uint64_t key, uintptr_t a) {
-    if (__builtin_expect(f->apart, 0)) return f->log->push(key, a);
+// The event of a lane that went apart (see branch_off), and one where the lane's trace has none
+// yet (it is the first lane there) or another: out of line, so that the usual path (count_event)
+// needs no registers saved.
+__attribute__((noinline)) void log_event(Fiber *f, uint64_t key, uintptr_t a) { f->log->push(key, a); }
+
+__attribute__((noinline)) void count_event_slow(Fiber *f, uint64_t key, uintptr_t a) {
     WarpTrace &t = *f->trace;
     const uint32_t i = f->pos;
-    if (i == t.n) t.append(key);
-    else if (__builtin_expect(t.key[i] != key, 0)) return branch_off(f, key, a);
+    if (i != t.n) return branch_off(f, key, a);
+    t.append(key);
+    if (!is_block(key)) t.addr[size_t(t.col[i]) * 32 + f->lane] = a;
+    f->pos = i + 1;
+}
+
+// (Inlined into the hooks, as is everything on their path: they run for every event of every lane.)
+// The usual case is a lane making the event its trace holds at its position: a compare, and for an
+// access a store of its address.
+__attribute__((always_inline)) inline void count_event(Fiber *f, uint64_t key, uintptr_t a) {
+    if (__builtin_expect(f->apart, 0)) return log_event(f, key, a);
+    const WarpTrace &t = *f->trace;
+    const uint32_t i = f->pos;
+    if (__builtin_expect(i >= t.n || t.key[i] != key, 0)) return count_event_slow(f, key, a);
     if (!is_block(key)) t.addr[size_t(t.col[i]) * 32 + f->lane] = a;
     f->pos = i + 1;
 }
 
 __attribute__((always_inline)) inline void count_block(Fiber *f, uintptr_t pc) {
     count_event(f, event_key(pc, PMPP_SPACE_CODE, PMPP_OP_BLOCK), 0);
-}
-
-__attribute__((always_inline)) inline void count_access(Fiber *f, int space, int op, uintptr_t a, size_t size,
-                                                        uintptr_t pc) {
-    const uint64_t bytes = std::min<uint64_t>(size, 4095);
-    count_event(f, bytes << 52 | event_key(pc, space, op), a);
 }
 
 // Distinct values of v (sorted in place): the fallback for instructions that touch very many.
@@ -868,6 +880,14 @@ size_t distinct(uint64_t *v, size_t n) {
 
 void cost_global(Count &C, pmpp_count_row &r, const CInst &in) {
     const uint64_t width = std::max<uint32_t>(r.width, 1);
+    if (in.mask == ~0u) {  // a whole warp at consecutive elements (the usual case): no branch per lane
+        uint64_t off = 0;
+        for (uint32_t l = 1; l < 32; ++l) off |= in.addr[l] - in.addr[0] - l * width;
+        if (!off) {
+            r.sectors += ((in.addr[31] + width - 1) >> 5) - (in.addr[0] >> 5) + 1;
+            return;
+        }
+    }
     uint64_t last = 0, sectors = 0;
     bool ascending = true;  // lanes at rising addresses (the usual case): count sectors in one pass
     for (uint32_t m = in.mask; m && ascending; m &= m - 1) {
@@ -918,6 +938,14 @@ void cost_global_atomic(Count &C, pmpp_count_row &r, const CInst &in) {
 }
 
 void cost_addresses(Count &C, pmpp_count_row &r, const CInst &in) {
+    const uint64_t first = in.addr[__builtin_ctz(in.mask)];
+    bool one = true;  // every lane at one address (the usual case: a broadcast of __constant__ data)
+    for (uint32_t m = in.mask; m && one; m &= m - 1) one = in.addr[__builtin_ctz(m)] == first;
+    if (one) {
+        r.max_same_address = std::max<uint64_t>(r.max_same_address, lanes_in(in.mask));
+        r.addresses += 1;
+        return;
+    }
     SmallMap &lanes_on = C.small[0];
     lanes_on.clear();
     uint64_t most = 0;
@@ -1371,7 +1399,7 @@ void cfg_clear(Count &C) {
 }
 
 void count_block_start(Worker *w, uint32_t nwarps) {
-    for (Worker::KnownRegion &r : w->known_regions) r = {};  // __shared__ arrays are the block's
+    std::fill(std::begin(w->site_regions), std::end(w->site_regions), Worker::SiteRegion{});  // __shared__ arrays are the block's
     w->cnt->atom_shared.clear();
     for (uint32_t i = 0; i < nwarps; ++i) w->cnt->resume[i] = 0;
     cfg_clear(*w->cnt);
@@ -2251,38 +2279,47 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, Acces
     out_of_bounds(f, a, size, write, pc);
 }
 
-// Count builds: the argument or __shared__ array the access at a was found in, kept for the next
-// accesses (not a __device__ variable's segment: __constant__ arrays lie inside segments).
-__attribute__((noinline)) void remember_region(Worker *w, uintptr_t a, int space) {
-    uintptr_t base = 0, size = 0;
-    for (const ShRegion &r : w->regions)
-        if (a - uintptr_t(r.base) < r.size) base = uintptr_t(r.base), size = r.size;
-    for (int i = 0; i < w->L->d->nregions; ++i) {
-        const pmpp_region_desc &r = w->L->d->regions[i];
-        if (a - uintptr_t(r.base) < r.size) base = uintptr_t(r.base), size = r.size;
-    }
-    if (size) w->known_regions[w->next_known++ % 4] = {base, size, space};
+// Count builds: an access of a code address lands where the last one of that address did, as a rule
+// (each access in the source names one array), so each address keeps the argument or __shared__
+// array it last landed in (SiteRegion) and the rest of its event key; only an access outside it goes
+// through classify. (Not a __device__ variable's segment: __constant__ arrays lie inside segments.)
+inline uint64_t access_tag(uintptr_t pc, int op, size_t size) {
+    return std::min<uint64_t>(size, 4095) << 52 | event_key(pc, 0, op);
 }
 
-// Count builds: an access inside an array seen lately needs no more than its bounds (count builds
-// look for no races), so only the others go through classify.
+inline Worker::SiteRegion &site_region(Worker *w, uintptr_t pc) {
+    return w->site_regions[(pc ^ pc >> 8) & (Worker::kSiteRegions - 1)];
+}
+
+__attribute__((noinline)) void count_access_slow(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc,
+                                                 AccessKind kind) {
+    const int space = classify(f, a, size, write, pc, kind);
+    if (space < 0) return;
+    Worker *w = f->w;
+    const int op = kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD;
+    const uint64_t tag = access_tag(pc, op, size);
+    for (const ShRegion &r : w->regions)
+        if (a - uintptr_t(r.base) < r.size && r.size >= size)
+            site_region(w, pc) = {tag, uintptr_t(r.base), r.size - size, space};
+    for (int i = 0; i < w->L->d->nregions; ++i) {
+        const pmpp_region_desc &r = w->L->d->regions[i];
+        if (a - uintptr_t(r.base) < r.size && r.size >= size)
+            site_region(w, pc) = {tag, uintptr_t(r.base), r.size - size, space};
+    }
+    count_event(f, tag | uint64_t(space) << 2, a);
+}
+
+// Count builds: count the access unless it is to the lane's own stack (a local variable). The usual
+// path is a compare with what this code address found last time and count_event's own.
 __attribute__((always_inline)) inline void count_memory_access(Fiber *f, uintptr_t a, size_t size,
                                                                bool write, uintptr_t pc, AccessKind kind) {
-    if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return;  // a local variable
-    Worker *w = f->w;
-    int space = -1;
-    for (const Worker::KnownRegion &r : w->known_regions) {
-        if (a - r.base < r.size && a - r.base + size <= r.size) {
-            space = r.space;
-            break;
-        }
-    }
-    if (space < 0) {
-        space = classify(f, a, size, write, pc, kind);
-        if (space < 0) return;
-        remember_region(w, a, space);
-    }
-    count_access(f, space, kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD, a, size, pc);
+    if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return;
+    const int op = kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD;
+    const uint64_t tag = access_tag(pc, op, size);
+    const Worker::SiteRegion &known = site_region(f->w, pc);
+    if (__builtin_expect(known.tag != tag || a - known.base > known.last, 0))
+        return count_access_slow(f, a, size, write, pc, kind);
+    count_event(f, tag | uint64_t(known.space) << 2, a);
 }
 
 __attribute__((always_inline)) inline void check_access(uintptr_t a, size_t size, bool write, uintptr_t pc,
