@@ -963,9 +963,14 @@ void cost_shared(Count &C, pmpp_count_row &r, const CInst &in, uintptr_t window)
         if (!part) continue;
         r.ideal_wavefronts += 1;
         uint64_t lo = UINT64_MAX, hi = 0;  // the words the part touches
-        for (uint32_t m = part; m; m &= m - 1) {
-            const uint64_t off = in.addr[__builtin_ctz(m)] - window;
-            lo = std::min(lo, off >> 2), hi = std::max(hi, (off + width - 1) >> 2);
+        if (part == uint32_t((uint64_t(1) << lanes) - 1) << g) {  // all its lanes: a loop without branches
+            for (uint32_t l = g; l < g + lanes; ++l) lo = std::min(lo, in.addr[l]), hi = std::max(hi, in.addr[l]);
+            lo = (lo - window) >> 2, hi = (hi - window + width - 1) >> 2;
+        } else {
+            for (uint32_t m = part; m; m &= m - 1) {
+                const uint64_t off = in.addr[__builtin_ctz(m)] - window;
+                lo = std::min(lo, off >> 2), hi = std::max(hi, (off + width - 1) >> 2);
+            }
         }
         if (hi - lo < 32) {  // each bank holds at most one of them: one wavefront
             r.wavefronts += 1;
