@@ -2256,8 +2256,13 @@ void finish_global_shadow(Launch *L) {
 }
 
 // Where an access of kernel code lands: PMPP_SPACE_* (reporting it if out of bounds), or -1 for
-// the fiber's own stack (local variables: not counted).
-int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, AccessKind kind) {
+// the fiber's own stack (local variables: not counted). ``array``, if given, gets the start and size
+// of the argument or __shared__ array it is in (left alone for a __device__ variable).
+struct ArrayBounds {
+    uintptr_t base = 0, size = 0;
+};
+int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, AccessKind kind,
+             ArrayBounds *array = nullptr) {
     if (a - uintptr_t(f->stack_lo) < uintptr_t(f->stack_hi - f->stack_lo)) return -1;
     Worker *w = f->w;
     Launch *L = w->L;
@@ -2266,6 +2271,7 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, Acces
             if (a - uintptr_t(r.base) < r.size) {
                 if (a + size > uintptr_t(r.base) + r.size) break;
                 if (L->check && kind != ACCESS_ATOMIC) race_check(f, r, a, size, write, pc);
+                if (array) *array = {uintptr_t(r.base), r.size};
                 return PMPP_SPACE_SHARED;
             }
         }
@@ -2276,6 +2282,7 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, Acces
         if (a - uintptr_t(r.base) < r.size) {
             if (a + size > uintptr_t(r.base) + r.size) out_of_bounds(f, a, size, write, pc);
             if (kind == ACCESS_PLAIN && L->global) note_global(f, i, a, size, write, pc);
+            if (array) *array = {uintptr_t(r.base), r.size};
             return r.is_const == PMPP_REGION_CONSTANT ? PMPP_SPACE_CONSTANT : PMPP_SPACE_GLOBAL;
         }
     }
@@ -2297,20 +2304,11 @@ inline Worker::SiteRegion &site_region(Worker *w, uintptr_t pc) {
 }
 
 __attribute__((noinline)) void count_access_slow(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc,
-                                                 AccessKind kind) {
-    const int space = classify(f, a, size, write, pc, kind);
+                                                 AccessKind kind, uint64_t tag) {
+    ArrayBounds array;
+    const int space = classify(f, a, size, write, pc, kind, &array);
     if (space < 0) return;
-    Worker *w = f->w;
-    const int op = kind == ACCESS_ATOMIC ? PMPP_OP_ATOM : write ? PMPP_OP_ST : PMPP_OP_LD;
-    const uint64_t tag = access_tag(pc, op, size);
-    for (const ShRegion &r : w->regions)
-        if (a - uintptr_t(r.base) < r.size && r.size >= size)
-            site_region(w, pc) = {tag, uintptr_t(r.base), r.size - size, space};
-    for (int i = 0; i < w->L->d->nregions; ++i) {
-        const pmpp_region_desc &r = w->L->d->regions[i];
-        if (a - uintptr_t(r.base) < r.size && r.size >= size)
-            site_region(w, pc) = {tag, uintptr_t(r.base), r.size - size, space};
-    }
+    if (array.size >= size) site_region(f->w, pc) = {tag, array.base, array.size - size, space};
     count_event(f, tag | uint64_t(space) << 2, a);
 }
 
@@ -2323,7 +2321,7 @@ __attribute__((always_inline)) inline void count_memory_access(Fiber *f, uintptr
     const uint64_t tag = access_tag(pc, op, size);
     const Worker::SiteRegion &known = site_region(f->w, pc);
     if (__builtin_expect(known.tag != tag || a - known.base > known.last, 0))
-        return count_access_slow(f, a, size, write, pc, kind);
+        return count_access_slow(f, a, size, write, pc, kind, tag);
     count_event(f, tag | uint64_t(known.space) << 2, a);
 }
 
