@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--cpu", action="store_true",
                      help="count on the CPU engine (no GPU needed): sectors per request, bank conflicts, "
                           "active lanes, occupancy on H100 and T4")
+    how.add_argument("--stalls", action="store_true",
+                     help="on a GPU with ncu: what bounds each variant at the GPU size (DRAM and issue "
+                          "throughput, occupancy, warp stall reasons) in results/stalls/; --variants may "
+                          "name library routines too")
     how.add_argument("--counters", action="store_true",
                      help="on a GPU with ncu: record Nsight Compute's counters of every variant at the CPU "
                           "engine's size in results/counters/ (what the engine is checked against)")
@@ -240,6 +244,8 @@ def cmd_profile(args) -> int:
         return cmd_profile_cpu(args)
     if args.counters:
         return cmd_profile_counters(args)
+    if args.stalls:
+        return cmd_profile_stalls(args)
     from .profile import default_path, dram_traffic, find_ncu, write_profile
     from .progress import progress
     _need_gpu("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine has none (the "
@@ -283,6 +289,35 @@ def cmd_profile_cpu(args) -> int:
             bar.print(format_chapter_table(rows))
     print("\nCounters are Nsight Compute's, counted by the CPU engine for one launch of each variant (the sum "
           "over its launches); occupancy is theoretical, from the kernel's registers and shared memory.")
+    return 0
+
+
+def cmd_profile_stalls(args) -> int:
+    from .profile import find_ncu, recording_path, stall_profile, write_stalls
+    from .progress import progress
+    _need_gpu("pmpp profile --stalls reads Nsight Compute on a GPU; this machine has none (the notebooks "
+              "show the recordings in results/stalls/)")
+    ncu = find_ncu()
+    out = args.out or recording_path("stalls")
+    plan = [(chapter, args.variants or [v.name for v in chapter.variants]) for chapter in _chapters(args.chapter)]
+    with progress(sum(len(names) for _, names in plan), "pmpp profile --stalls") as bar:
+        for chapter, names in plan:
+            problem = _problem(chapter, "cupy", None)
+            rows = []
+            for name in names:
+                bar.note(f"{chapter.name}/{name}")
+                rows += stall_profile(chapter, problem, [name], ncu=ncu)
+                bar.advance()
+            bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+            for row in rows:
+                for k in row["kernels"]:
+                    m = k["metrics"]
+                    bar.print(f"{row['name'][:28]:28} {k['kernel'][:40]:40} "
+                              f"DRAM {m.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):5.1f}%  "
+                              f"issue {m.get('smsp__issue_active.avg.pct_of_peak_sustained_active', float('nan')):5.1f}%  "
+                              f"warps {m.get('sm__warps_active.avg.pct_of_peak_sustained_active', float('nan')):5.1f}%")
+            write_stalls(out, chapter.name, problem, rows)
+    print(f"\nwrote {out}")
     return 0
 
 

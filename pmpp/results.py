@@ -32,7 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pmpp.timing import CPU_WALL_CLOCK, CUDA_EVENTS, Timing, gbps, gflops, on_gpu
+from pmpp.timing import CPU_WALL_CLOCK, CUDA_EVENTS, Timing, gbps, gflops, is_noisy, on_gpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "results"
@@ -222,6 +222,7 @@ def make_entry(name: str, kind: str, problem: str | Mapping[str, Any], timing: T
         problem = ", ".join(f"{k}={v}" for k, v in problem.items())
     entry = {"name": name, "kind": kind, "problem": problem,
              "median_us": timing.median_us, "min_us": timing.min_us, "max_us": timing.max_us,
+             "q1_us": timing.q1_us, "q3_us": timing.q3_us, "noisy": timing.noisy,
              "gbps": None, "gflops": None, "intensity": None,
              "correct": None if correct is None else bool(correct), "clock": timing.clock}
     if model is not None:
@@ -387,11 +388,21 @@ def _validate_entry(entry: Any, where: str, bad) -> None:
     for key in ("median_us", "min_us", "max_us"):
         if not _positive(entry.get(key)):
             bad(f"{where}.{key}", "must be a positive number", entry.get(key))
-    for key in ("gbps", "gflops", "intensity"):
+    for key in ("gbps", "gflops", "intensity", "q1_us", "q3_us"):
         if entry.get(key) is not None and not _number(entry.get(key)):
             bad(f"{where}.{key}", "must be a number or null", entry.get(key))
     if entry.get("correct") is not None and not isinstance(entry.get("correct"), bool):
         bad(f"{where}.correct", "must be true, false or null", entry.get("correct"))
+    if not isinstance(entry.get("noisy", False), bool):
+        bad(f"{where}.noisy", "must be true or false", entry.get("noisy"))
+
+
+def noisy(entry: Mapping[str, Any]) -> bool:
+    """Whether a recorded row's repeats disagreed (:attr:`pmpp.Timing.noisy`): its own flag where
+    it was recorded with one, else the same rule applied to its median and minimum."""
+    if "noisy" in entry:
+        return bool(entry["noisy"])
+    return is_noisy(entry["median_us"], entry["min_us"])
 
 
 def _number(x: Any) -> bool:

@@ -57,9 +57,43 @@ class Timing:
         """(max - min) / median: two versions closer than this are not told apart."""
         return (self.max_us - self.min_us) / self.median_us if self.median_us else math.inf
 
+    @property
+    def q1_us(self) -> float:
+        """The first quartile of the samples: with :attr:`q3_us`, the error bar of a figure (a
+        robust spread: one outlier moves it no more than any other sample)."""
+        return _quartiles(self.samples_us)[0]
+
+    @property
+    def q3_us(self) -> float:
+        """The third quartile of the samples."""
+        return _quartiles(self.samples_us)[1]
+
+    @property
+    def noisy(self) -> bool:
+        """True when the median lies more than :data:`NOISE_BOUND` above the fastest repeat (and
+        more than :data:`NOISE_FLOOR_US` above it, a CUDA event's resolution): the repeats did
+        not agree, so the median says more about the machine than about the kernel."""
+        return is_noisy(self.median_us, self.min_us)
+
     def __str__(self) -> str:
         return (f"{self.median_us:.1f} us median (min {self.min_us:.1f}, max {self.max_us:.1f}; "
                 f"{len(self.samples_us)} runs, {self.clock})")
+
+
+NOISE_BOUND = 0.10        # a median more than 10% above the fastest repeat ...
+NOISE_FLOOR_US = 1.0      # ... and more than 1 us above it (events resolve about 0.5 us) is noise
+
+
+def is_noisy(median_us: float, min_us: float) -> bool:
+    """The rule of :attr:`Timing.noisy`, for a recorded row's median and minimum."""
+    return median_us - min_us > max(NOISE_BOUND * min_us, NOISE_FLOOR_US)
+
+
+def _quartiles(samples: Sequence[float]) -> tuple[float, float]:
+    if len(samples) < 2:
+        return samples[0], samples[0]
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q1, q3
 
 
 def bench(fn: Callable[..., Any], *, args: Sequence[Sequence[Any]] | None = None,

@@ -135,3 +135,33 @@ def test_profile_of_the_basic_stencil_reads_the_grid_at_least_once():
     grid_bytes = 256 ** 3 * 4
     assert row["kernels"] == ["BasicStencilKernel"]
     assert 0.9 * grid_bytes <= row["dram_read_bytes"] <= 7 * grid_bytes
+
+
+STALLS_OUTPUT = """==PROF== Connected to process 512
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","512","python3","127.0.0.1","BasicStencilKernel","1","7","(8, 8, 8)","(64, 64, 64)","0","9.0","Command line profiler metrics","dram__throughput.avg.pct_of_peak_sustained_elapsed","%","61.5"
+"0","512","python3","127.0.0.1","BasicStencilKernel","1","7","(8, 8, 8)","(64, 64, 64)","0","9.0","Command line profiler metrics","smsp__average_warp_latency_per_inst_issued.ratio","","44.4"
+"0","512","python3","127.0.0.1","BasicStencilKernel","1","7","(8, 8, 8)","(64, 64, 64)","0","9.0","Command line profiler metrics","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","","n/a"
+"""
+
+
+def test_stall_profile_keeps_each_kernels_figures_by_metric_name(tmp_path):
+    ncu = _fake_ncu(tmp_path, STALLS_OUTPUT)
+    rows = profile.stall_profile(stencil.CHAPTER, {"n": 16}, ["01", "cupyx correlate"], ncu=ncu)
+    assert [r["name"] for r in rows] == ["01_basic", "cupyx correlate"]
+    metrics = rows[0]["kernels"][0]["metrics"]
+    assert rows[0]["kernels"][0]["kernel"] == "BasicStencilKernel"
+    assert metrics == {"dram__throughput.avg.pct_of_peak_sustained_elapsed": 61.5,
+                       "smsp__average_warp_latency_per_inst_issued.ratio": 44.4}   # n/a left out
+
+
+def test_stall_recordings_are_written_checked_and_found(tmp_path):
+    row = {"name": "01_basic", "kernels": [{"kernel": "BasicStencilKernel", "grid": [1], "block": [1],
+                                            "metrics": {"gpu__time_duration.sum": 5.0}}]}
+    path = profile.write_stalls(tmp_path / "stalls" / "x.json", "stencil", {"n": 512}, [row],
+                                device=DEVICE, software=SOFTWARE, commit="abc1234")
+    found = profile.recorded_stalls("stencil", tmp_path / "stalls")
+    assert path.exists() and found[0]["chapters"]["stencil"]["rows"][0]["name"] == "01_basic"
+    with pytest.raises(ValueError, match="no kernel was profiled"):
+        profile.write_stalls(path, "reduction", {"n": 1}, [{"name": "x", "kernels": []}],
+                             device=DEVICE, software=SOFTWARE, commit="abc1234")

@@ -136,3 +136,53 @@ def test_precompile_fills_cupys_kernel_cache_for_the_run_that_follows(tmp_path, 
     assert len(cached) >= len(variants), cached
     # now the cache holds them: nothing more is done
     assert precompile([(chapters.get("reduction"), variants)], "cupy", jobs=4) == 0
+
+
+def test_a_noisy_gpu_timing_is_taken_again_and_the_steadiest_kept(monkeypatch):
+    from pmpp import timing
+    takes = iter([[10.0, 15.0, 16.0, 17.0], [10.0, 14.0, 14.5, 15.0], [10.0, 10.2, 10.3, 10.4]])
+    monkeypatch.setattr(timing, "bench", lambda run, **kw: timing.Timing.from_samples(next(takes), timing.CUDA_EVENTS))
+    entry = runner._checked_and_timed("k", "variant", "n=1", None, "cupy", {"warmup": 1, "repeat": 4},
+                                      lambda: None, lambda out: True)
+    assert entry["remeasured"] == 2 and entry["noisy"] is False and entry["median_us"] == 10.25
+    assert (entry["q1_us"], entry["q3_us"]) == pytest.approx((10.15, 10.325))
+
+
+def test_a_row_still_noisy_after_its_retakes_says_so(monkeypatch):
+    from pmpp import timing
+    monkeypatch.setattr(timing, "bench", lambda run, **kw: timing.Timing.from_samples([10.0, 20.0, 30.0], timing.CUDA_EVENTS))
+    entry = runner._checked_and_timed("k", "variant", "n=1", None, "cupy", {"warmup": 1, "repeat": 3},
+                                      lambda: None, lambda out: True)
+    assert entry["noisy"] is True and entry["remeasured"] == runner.REMEASURES
+
+
+def test_the_cpu_engine_does_not_retake_its_wall_clock_timings(monkeypatch):
+    from pmpp import timing
+    calls = []
+    def noisy_bench(run, **kw):
+        calls.append(1)
+        return timing.Timing.from_samples([10.0, 20.0, 30.0], timing.CPU_WALL_CLOCK)
+    monkeypatch.setattr(timing, "bench", noisy_bench)
+    entry = runner._checked_and_timed("k", "variant", "n=1", None, "cpu", {"warmup": 1, "repeat": 3},
+                                      lambda: None, lambda out: True)
+    assert len(calls) == 1 and "remeasured" not in entry and entry["noisy"] is True
+
+
+def test_a_configured_variant_is_the_same_file_with_other_defines():
+    v05 = chapters.get("reduction").variant("05")
+    v = v05.configured(COARSE_FACTOR=8)
+    assert v.name == "05_coarsened COARSE_FACTOR=8" and v.defines["COARSE_FACTOR"] == 8
+    assert chapters.get("reduction").kernel_path(v) == "reduction/05_coarsened.cu"
+    assert v.configured(COARSE_FACTOR=2).defines["COARSE_FACTOR"] == 2
+    with pytest.raises(KeyError, match="no compile-time parameter TILE"):
+        v05.configured(TILE=4)
+
+
+@pytest.mark.parametrize("key", ["reduction:coarse_factor", "stencil:block_shape"])
+def test_every_configuration_a_sweep_records_is_right_on_the_cpu_engine(key):
+    chapter = chapters.get(key.split(":")[0])
+    sweep = dict(chapter.bench_sets())[key]
+    small = {"reduction": {"n": 100_003, "op": "sum"}, "stencil": {"n": 37}}[chapter.name]
+    for variant in sweep.variants:
+        result = runner.verify(chapter, variant, small)
+        assert result.ok, f"{variant.name}: {result.detail}"

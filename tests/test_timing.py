@@ -73,6 +73,22 @@ def test_timing_from_samples_takes_median_min_max():
     assert "cpu wall clock" in str(t)
 
 
+def test_quartiles_are_a_robust_spread():
+    t = Timing.from_samples([10.0, 11.0, 12.0, 13.0, 500.0], CPU_WALL_CLOCK)
+    assert (t.q1_us, t.q3_us) == (11.0, 13.0)      # one outlier moves the max, not the quartiles
+    assert Timing.from_samples([7.0], CPU_WALL_CLOCK).q1_us == 7.0
+
+
+@pytest.mark.parametrize("samples, noisy", [
+    ([10.0, 10.2, 10.3, 10.4, 900.0], False),      # one outlier: the median holds
+    ([10.0, 11.5, 12.0, 12.5, 13.0], True),        # median 20% above the fastest repeat
+    ([4.0, 4.6, 4.7, 4.8], False),                 # 17% above, but under an event's resolution
+    ([100.0, 109.0, 109.5, 110.0], False),         # within 10%
+])
+def test_a_median_far_above_the_fastest_repeat_is_noise(samples, noisy):
+    assert Timing.from_samples(samples, CUDA_EVENTS).noisy is noisy
+
+
 # --- rates -----------------------------------------------------------------------------------
 
 def test_gbps_is_bytes_per_nanosecond():

@@ -12,7 +12,7 @@ lives in ``pmpp.runner``, ``pmpp.timing``, ``pmpp.plots`` and ``pmpp.results``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 
@@ -50,6 +50,17 @@ class Variant:
     problem: Mapping[str, Any] = field(default_factory=dict)  # overrides, e.g. {"op": "max"}
     gpu_only: bool = False         # uses what the CPU engine cannot run (e.g. tensor-core wmma/mma)
     min_arch: int = 0              # the GPU it needs, as in sm_90: 90 (e.g. bulk copies); 0 for any
+    file: str = ""                 # the kernel file's stem where it is not ``name`` (see configured)
+
+    def configured(self, **defines: Any) -> "Variant":
+        """This variant with some of its compile-time parameters set otherwise, named for them
+        (``05_coarsened COARSE_FACTOR=8``): what a parameter sweep times. Same kernel file."""
+        if unknown := sorted(set(defines) - set(self.defines)):
+            raise KeyError(f"{self.name} has no compile-time parameter {', '.join(unknown)}; "
+                           f"its parameters are {', '.join(self.defines) or 'none'}")
+        setting = " ".join(f"{k}={v}" for k, v in defines.items())
+        return replace(self, name=f"{self.name} {setting}", file=self.file or self.name,
+                       defines={**self.defines, **defines})
 
     def supports(self, problem: Mapping[str, Any], backend: str = "cupy") -> bool:
         if self.gpu_only and backend != "cupy":
@@ -131,7 +142,7 @@ class Chapter:
         raise KeyError(f"chapter {self.name!r} has no variant {name!r}; its variants are: {names}")
 
     def kernel_path(self, variant: Variant) -> str:
-        return f"{self.kernel_dir}/{variant.name}.cu"
+        return f"{self.kernel_dir}/{variant.file or variant.name}.cu"
 
 
 @dataclass(frozen=True)

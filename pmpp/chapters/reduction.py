@@ -22,13 +22,14 @@ from typing import Any, Mapping
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.draw import generator_for
 from pmpp.libraries import cub, cupy_routines
 
 BLOCK_DIM = 256          # default threads per block (15-17: VECTOR_BLOCK_DIM)
 VECTOR_BLOCK_DIM = 1024  # 15-17: 1024 beat 256 by ~1-2% on an H100 at 2^28
 COARSE_FACTOR = 4        # default of 05_coarsened
+COARSE_FACTORS = (1, 2, 4, 8, 16, 32)     # the sweep `pmpp bench --all-problems` records
 UNROLL = 4               # default float4 loads in flight per thread (15-17)
 THREADS_PER_SM = 2048    # resident threads per SM on an H100: one "wave" of a grid fills them
 WAVES = 64               # 15-17 launch up to this many waves (13-14: one), see _grid_size
@@ -482,4 +483,7 @@ CHAPTER = Chapter(
     ),
     describe=lambda p: f"n={p['n']} float32 {p.get('op', 'sum')}",
     make_exact_inputs=make_integer_inputs,
+    # 05 with each COARSE_FACTOR: how many elements a thread adds before the tree (the book's 4)
+    bench=(BenchSet("coarse_factor", ({"n": 2 ** 28, "op": "sum"},),
+                    tuple(VARIANTS[4].configured(COARSE_FACTOR=c) for c in COARSE_FACTORS)),),
 )

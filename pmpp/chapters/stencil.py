@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 import pmpp
-from pmpp.chapters.base import Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.draw import generator_for, host
 
 FLOPS_PER_POINT = 13     # 7 multiplies and 6 adds per interior point
@@ -477,6 +477,8 @@ def _torch_available(backend: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 _BASIC = {"BLOCK_X": 8, "BLOCK_Y": 8, "BLOCK_Z": 8}
+BLOCK_SHAPES = ((8, 8, 8), (16, 8, 4), (32, 4, 4), (32, 8, 2), (32, 16, 1), (64, 4, 2), (128, 2, 2),
+                (256, 2, 1))            # 01_basic's blocks of 512 threads that `pmpp bench --all-problems` sweeps
 _CUBE = {"IN_TILE_DIM": 8}
 _PLANES = {"IN_TILE_DIM": 32}
 _ALIGNED = {"BLOCK_X": 32, "BLOCK_Y": 8, "Z_TILE": 32}
@@ -539,4 +541,7 @@ CHAPTER = Chapter(
     describe=lambda p: f"n={p['n']} ({p['n']}^3 float32 points)"
                        + (f", {p['steps']} sweeps" if p.get("steps", 1) > 1 else ""),
     make_exact_inputs=make_integer_inputs,
+    # 01 with each block shape: how wide a piece of a row each warp reads
+    bench=(BenchSet("block_shape", ({"n": 512},),
+                    tuple(VARIANTS[0].configured(BLOCK_X=x, BLOCK_Y=y, BLOCK_Z=z) for x, y, z in BLOCK_SHAPES)),),
 )
