@@ -89,7 +89,7 @@ def usable(metrics: Sequence[str], known: set[str] | None) -> list[str]:
     """``metrics`` less the hardware counters this ncu does not list (launch__ ones always kept)."""
     if known is None:
         return list(metrics)
-    return [m for m in metrics if m.startswith("launch__") or m.rsplit(".", 1)[0] in known or m in known]
+    return [m for m in metrics if m.startswith("launch__") or m.split(".", 1)[0] in known or m in known]
 
 
 def parse_csv(text: str) -> list[dict]:

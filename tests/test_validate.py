@@ -127,6 +127,9 @@ def test_metrics_ncu_does_not_list_are_left_out_but_launch_metrics_kept():
     kept = ncu.usable(["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "smsp__made_up.sum",
                        "launch__registers_per_thread"], {"l1tex__t_requests_pipe_lsu_mem_global_op_ld"})
     assert kept == ["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "launch__registers_per_thread"]
+    # a rollup with a submetric is known by its base name too
+    assert ncu.usable(["dram__throughput.avg.pct_of_peak_sustained_elapsed"], {"dram__throughput"}) == \
+        ["dram__throughput.avg.pct_of_peak_sustained_elapsed"]
 
 
 def test_the_committed_counter_recordings_are_valid_and_named_for_device_and_commit():
