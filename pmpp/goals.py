@@ -1,4 +1,4 @@
-"""The workbook's goals against the libraries, read from the committed H100 recordings.
+"""The workbook's goals against the libraries, read from the committed recordings of each GPU.
 
 Each goal is a ratio of two rows of one recorded run (the same run: the same GPU, the same
 inputs, the same timing) or of a row and that run's own measured ceiling. ``python -m pmpp.goals``
@@ -24,7 +24,7 @@ class Goal:
     what: str                       # the goal in words
     target: float                   # the ratio to reach
     measure: Callable[[Mapping[str, Any]], tuple[float, str]]   # run -> (ratio, the rows compared)
-    why_short: Callable[[], str] | None = None                 # the measured reason, if short
+    why_short: Callable[[Mapping[str, Any]], str] | None = None   # run -> the measured reason, if short
 
 
 def _rows(run, chapter):
@@ -57,6 +57,41 @@ def _ncu(name):
     return json.loads((NCU_DIR / name).read_text())
 
 
+def _stalls(chapter, name):
+    """Why ``name`` falls short on the recording's GPU, from the newest ``pmpp profile --stalls``
+    recording of that GPU (results/stalls/), else from the H100 summaries copied from Nsight
+    Compute's reports (results/ncu/); "" where neither has it."""
+    def why(run):
+        from .profile import recorded_stalls
+        for data in recorded_stalls(chapter):
+            rows = {r["name"]: r for r in data["chapters"][chapter]["rows"]}
+            if data["device"]["name"] == run["device"]["name"] and name in rows:
+                return stall_summary(rows[name], data["versions"].get("ncu"))
+        return _scan_reason() if (chapter, name) == ("scan", "12_bulk_copy_lookback") and "H100" in run["device"]["name"] else ""
+    return why
+
+
+def stall_summary(row: Mapping[str, Any], ncu_version: str | None = None) -> str:
+    """Nsight Compute's figures for the longest kernel of a stall recording's row, in words."""
+    kernel = max(row["kernels"], key=lambda k: k["metrics"].get("gpu__time_duration.sum", 0))
+    m = kernel["metrics"]
+    prefix, suffix = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+    stalls = sorted(((v, k[len(prefix):-len(suffix)].replace("_", " ")) for k, v in m.items()
+                     if k.startswith(prefix)), reverse=True)
+    cycles = m.get("smsp__average_warp_latency_per_inst_issued.ratio")
+    top = ", ".join(f"{reason} {value:.1f}" for value, reason in stalls[:2])
+    version = (ncu_version or "").split(" (")[0].replace("Version ", "")
+    figures = [("DRAM throughput {:.1f}% of peak", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+               ("issue slots busy {:.1f}%", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+               ("achieved occupancy {:.1f}%", "sm__warps_active.avg.pct_of_peak_sustained_active"),
+               ("theoretical occupancy {:.0f}%", "sm__maximum_warps_per_active_cycle_pct"),
+               ("{:.0f} registers a thread", "launch__registers_per_thread")]
+    said = ", ".join(text.format(m[name]) for text, name in figures if name in m)
+    return (f"Nsight Compute{' ' + version if version else ''} on {row['name']} "
+            f"({kernel['kernel'].split('(')[0].replace('void ', '')}): {said}; a warp issues every "
+            f"{cycles:.1f} cycles, stalled most on {top} cycles")
+
+
 def _scan_reason():
     data = _ncu("scan-lookback-h100-5a4a881.json")
     v = data["variants"]["12_bulk_copy_lookback"]
@@ -74,14 +109,19 @@ def _simt(name):
 
 
 GOALS = (
-    Goal("reduction", "best variant vs cub::DeviceReduce", 1.0, _faster_than("reduction", "cub::DeviceReduce")),
-    Goal("reduction", "best variant vs the read-only ceiling", 0.95, _of_ceiling("reduction", "read_gbs")),
-    Goal("scan", "best variant vs cub::DeviceScan", 1.0, _faster_than("scan", "cub::DeviceScan")),
-    Goal("scan", "best variant vs the copy ceiling", 0.95, _of_ceiling("scan", "copy_gbs"), _scan_reason),
+    Goal("reduction", "best variant vs cub::DeviceReduce", 1.0, _faster_than("reduction", "cub::DeviceReduce"),
+         _stalls("reduction", "15_vectorized")),
+    Goal("reduction", "best variant vs the read-only ceiling", 0.95, _of_ceiling("reduction", "read_gbs"),
+         _stalls("reduction", "15_vectorized")),
+    Goal("scan", "best variant vs cub::DeviceScan", 1.0, _faster_than("scan", "cub::DeviceScan"),
+         _stalls("scan", "12_bulk_copy_lookback")),
+    Goal("scan", "best variant vs the copy ceiling", 0.95, _of_ceiling("scan", "copy_gbs"),
+         _stalls("scan", "12_bulk_copy_lookback")),
     Goal("histogram", "best variant vs cub::DeviceHistogram::HistogramEven (256 bins)", 1.1,
-         _faster_than("histogram", "cub::DeviceHistogram::HistogramEven")),
+         _faster_than("histogram", "cub::DeviceHistogram::HistogramEven"), _stalls("histogram", "11_per_lane")),
     Goal("stencil", "08_temporal_blocking's effective bandwidth (4 sweeps' bytes over its time) vs copy", 1.8,
-         _of_ceiling("stencil", "copy_gbs", lambda name: name == "08_temporal_blocking")),
+         _of_ceiling("stencil", "copy_gbs", lambda name: name == "08_temporal_blocking"),
+         _stalls("stencil", "08_temporal_blocking")),
     Goal("implicit_gemm", "best SIMT FP32 variant vs cuDNN FP32 (TF32 off)", 1.0,
          _faster_than("implicit_gemm", "cuDNN FP32 (torch conv2d)", _simt)),
     Goal("implicit_gemm", "a wgmma + TMA TF32 variant vs cuDNN TF32", 0.8,
@@ -89,42 +129,63 @@ GOALS = (
 )
 
 
-def table() -> list[dict]:
-    """One row per goal, from each chapter's newest recording."""
+def devices() -> list[str]:
+    """The GPUs with a recording of every chapter a goal names, in the order first recorded."""
+    chapters = {goal.chapter for goal in GOALS}
+    runs = sorted(results.recorded(), key=lambda r: r["date"])
+    names = dict.fromkeys(r["device"]["name"] for r in runs)
+    return [d for d in names if all(any(r["device"]["name"] == d and r["chapters"].get(c) for r in runs)
+                                    for c in chapters)]
+
+
+def table(device: str | None = None) -> list[dict]:
+    """One row per goal, from each chapter's newest recording on ``device`` (default: the newest GPU)."""
+    device = device or devices()[-1]
     rows = []
     for goal in GOALS:
-        run = results.recorded(goal.chapter)[0]
+        run = next(r for r in results.recorded(goal.chapter) if r["device"]["name"] == device)
         ratio, compared = goal.measure(run)
         met = ratio >= goal.target
         rows.append({"chapter": goal.chapter, "goal": goal.what, "target": goal.target, "ratio": ratio,
-                     "met": met, "compared": compared, "run": results.label(run),
-                     "why": "" if met or goal.why_short is None else goal.why_short()})
+                     "met": met, "compared": compared, "run": results.label(run), "device": device,
+                     "why": "" if met or goal.why_short is None else goal.why_short(run)})
     return rows
 
 
-def report(rows) -> str:
-    lines = ["# Goals against the libraries, on the H100", "",
-             "Written by `python -m pmpp.goals` from the newest recording of each chapter in `results/` "
-             "(and, for a goal not met, the Nsight Compute summaries in `results/ncu/`).", "",
-             "| chapter | goal | target | measured | met | rows compared | recording |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['chapter']} | {r['goal']} | {r['target']:.2f}x | {r['ratio']:.2f}x | "
-                     f"{'yes' if r['met'] else 'no'} | {r['compared']} | {r['run']} |")
-    short = [r for r in rows if not r["met"]]
-    if short:
-        lines += ["", "## Not met, and why", ""]
-        lines += [f"* **{r['chapter']}, {r['goal']}** ({r['ratio']:.2f}x of {r['target']:.2f}x): {r['why']}."
-                  for r in short]
+def report(tables: Mapping[str, list[dict]]) -> str:
+    """docs/goals.md: a table per GPU (``tables``: device -> :func:`table`)."""
+    lines = ["# Goals against the libraries, on each recorded GPU", "",
+             "Written by `python -m pmpp.goals` from the newest recording of each chapter on each GPU in `results/` "
+             "(and, for a goal not met, Nsight Compute's figures: `pmpp profile --stalls` recordings in "
+             "`results/stalls/`, and the H100 summaries in `results/ncu/`). Each ratio compares two rows of one "
+             "run, or a row and that run's own measured ceiling."]
+    for device, rows in tables.items():
+        lines += ["", f"## {device}", "",
+                  "| chapter | goal | target | measured | met | rows compared | recording |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['chapter']} | {r['goal']} | {r['target']:.2f}x | {r['ratio']:.2f}x | "
+                         f"{'yes' if r['met'] else 'no'} | {r['compared']} | {r['run']} |")
+        short = [r for r in rows if not r["met"]]
+        if short:
+            lines += ["", f"Not met on the {device}, and why:", ""]
+            lines += [f"* **{r['chapter']}, {r['goal']}** ({r['ratio']:.2f}x of {r['target']:.2f}x): {r['why']}."
+                      for r in short]
     return "\n".join(lines) + "\n"
+
+
+def tables() -> dict[str, list[dict]]:
+    return {device: table(device) for device in devices()}
 
 
 def main() -> None:
     root = Path(__file__).resolve().parent.parent
-    rows = table()
-    (root / REPORT).write_text(report(rows))
-    for r in rows:
-        print(f"{r['chapter']:<14} {r['ratio']:.2f}x of {r['target']:.2f}x  {'met' if r['met'] else 'NOT met'}  {r['goal']}")
+    every = tables()
+    (root / REPORT).write_text(report(every))
+    for device, rows in every.items():
+        for r in rows:
+            print(f"{device:<22} {r['chapter']:<14} {r['ratio']:.2f}x of {r['target']:.2f}x  "
+                  f"{'met' if r['met'] else 'NOT met'}  {r['goal']}")
 
 
 if __name__ == "__main__":
