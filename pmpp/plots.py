@@ -7,7 +7,6 @@ the figure: where the numbers come from. Timings taken on the CPU engine say so 
 from __future__ import annotations
 
 import re
-import textwrap
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -149,10 +148,26 @@ def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: st
 def _xticks(ax, at: Sequence[float], names: Sequence[str]) -> None:
     """Tick labels that do not run into each other: long names wrapped onto two lines, rotated 45°
     and anchored at the tick, smaller where there are many."""
-    wrapped = [textwrap.fill(str(n), 22, break_on_hyphens=False) if len(str(n)) > 24 else str(n) for n in names]
+    wrapped = [wrap_name(n) for n in names]
     rotate = len(names) > 3 or max((len(n) for n in names), default=0) > 12
     ax.set_xticks(list(at), wrapped, rotation=45 if rotate else 0, ha="right" if rotate else "center",
                   rotation_mode="anchor", fontsize=8 if len(names) > 8 else 9)
+
+
+def wrap_name(name: Any, width: int = 22) -> str:
+    """A long name on lines of about ``width`` characters, broken after a separator (". _ :" or a
+    space), never inside a word: ``cupyx.scipy.ndimage.correlate`` -> ``cupyx.scipy.ndimage.`` and
+    ``correlate``."""
+    text = str(name)
+    if len(text) <= width + 2:
+        return text
+    pieces = re.findall(r"[^ ._:]+[ ._:]*", text)
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and len(lines[-1]) + len(piece.rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _runs(indices: Sequence[int]) -> list[list[int]]:
@@ -166,17 +181,28 @@ def _runs(indices: Sequence[int]) -> list[list[int]]:
     return runs
 
 
+def spread_bars(entries: Sequence[Mapping[str, Any]]) -> list[list[float]]:
+    """Error bars of median times: from the first to the third quartile where recorded (a robust
+    spread); none (zero) for recordings that kept only min and max, which one outlier stretches."""
+    low = [e["median_us"] - e["q1_us"] if e.get("q1_us") is not None else 0.0 for e in entries]
+    high = [e["q3_us"] - e["median_us"] if e.get("q3_us") is not None else 0.0 for e in entries]
+    return [low, high]
+
+
 def _time_panel(ax, entries, names) -> None:
     x = range(len(entries))
     med = [e["median_us"] for e in entries]
-    err = [[m - e["min_us"] for m, e in zip(med, entries)], [e["max_us"] - m for m, e in zip(med, entries)]]
-    bars = ax.bar(x, med, yerr=err, capsize=3, color=[_color(e) for e in entries], edgecolor="black")
+    bars = ax.bar(x, med, yerr=spread_bars(entries), capsize=3, color=[_color(e) for e in entries],
+                  edgecolor="black")
     for bar, e in zip(bars, entries):
         if e["kind"] == "library":
             bar.set_hatch("//")
+        top = (bar.get_x() + bar.get_width() / 2, bar.get_height())
         if e.get("correct") is False:
-            ax.annotate("wrong", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", color=WRONG_COLOR, fontsize=8)
+            ax.annotate("wrong", top, ha="center", va="bottom", color=WRONG_COLOR, fontsize=8)
+        elif is_noisy_entry(e):
+            bar.set_hatch("xx")
+            ax.annotate("noisy", top, ha="center", va="bottom", color=NOISY_COLOR, fontsize=8)
     bars_to_beat = to_beat(entries)
     for best, kernels in bars_to_beat:
         xs: list[float] = []
@@ -185,13 +211,129 @@ def _time_panel(ax, entries, names) -> None:
         what = f" ({best['problem']})" if len(bars_to_beat) > 1 and best.get("problem") else ""
         ax.plot(xs[:-1], [best["median_us"]] * (len(xs) - 1), color=LIBRARY_COLOR, linestyle="--",
                 label=f"to beat: {best['name']} ({best['median_us']:.1f} µs){what}")
-    if bars_to_beat:
-        ax.legend(loc="upper right", fontsize=7 if len(bars_to_beat) > 1 else 8)
+    if bars_to_beat:     # above the axes: it never covers a bar
+        ax.legend(loc="lower left", bbox_to_anchor=(0, 1.01), fontsize=8, frameon=False)
     if med and max(med) / min(med) > 30:
-        ax.set_yscale("log")
+        readable_log_axis(ax, "y")
+    ax.margins(y=0.08)
     _xticks(ax, list(x), names)
-    ax.set_ylabel("median time (µs)")
-    ax.set_title("time per run (lower is better)")
+    ax.set_ylabel("median time (µs), lower is better; bars: quartiles")
+
+
+def readable_log_axis(ax, which: str = "y") -> None:
+    """A log axis labelled 1, 2, 5, 10, 20, 50, ... in plain numbers (no "6×10²" ticks)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def is_noisy_entry(entry: Mapping[str, Any]) -> bool:
+    """A recorded row whose repeats disagreed (:func:`pmpp.results.noisy`)."""
+    from .results import noisy
+    return entry.get("median_us") is not None and noisy(entry)
+
+
+GPU_COLORS = {"H100": "tab:blue", "H200": "tab:green", "A100": "tab:purple", "T4": "tab:brown", "L4": "tab:olive",
+              "RTX 4090": "tab:cyan"}
+
+
+def gpu_color(gpu: str, k: int = 0) -> str:
+    """One colour per GPU in every figure (by its short name), else one of the others by position."""
+    spare = ("tab:pink", "tab:gray", "tab:red", "tab:orange")
+    return GPU_COLORS.get(gpu, spare[k % len(spare)])
+NOISY_COLOR = "0.45"
+
+
+def roof_bars(names: Sequence[str], percents: Mapping[str, Sequence[float | None]], *, title: str,
+              roof: str = "copy bandwidth", spreads: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
+              noisy: Mapping[str, Sequence[bool]] | None = None, library: Sequence[str] = (),
+              goal: float | None = None, goal_label: str = "goal", label: str | None = None) -> Figure:
+    """Per name, one horizontal bar per GPU: the time floor (the bytes that must move over that GPU's
+    measured ``roof``) over the measured time, in percent — 100% is the roof. For chapters whose
+    variants share one arithmetic intensity, where a roofline would pile them on one x. ``percents``:
+    GPU -> a value per name (None: not recorded on that GPU); ``spreads``: GPU -> (low, high)
+    percent from the quartiles; ``noisy``: GPU -> flags (hatched, marked, never a claim);
+    ``library`` names are hatched; ``goal``: a percent drawn across, with ``goal_label``."""
+    gpus = list(percents)
+    height = 0.8 / max(len(gpus), 1)
+    fig = Figure(figsize=(8.5, 1.2 + 0.34 * len(names) * max(len(gpus), 1) ** 0.6), layout="constrained")
+    ax = fig.subplots()
+    at = np.arange(len(names))[::-1]
+    top = 100.0
+    for k, gpu in enumerate(gpus):
+        y = at + (len(gpus) - 1) / 2 * height - k * height
+        for i, (name, value) in enumerate(zip(names, percents[gpu])):
+            if value is None:
+                ax.text(1, y[i], f"not recorded on the {gpu}", va="center", fontsize=8, color=NOISY_COLOR)
+                continue
+            flagged = bool(noisy and noisy[gpu][i])
+            span = spreads and spreads[gpu][i]
+            err = [[value - span[0]], [span[1] - value]] if span else None
+            bar = ax.barh(y[i], value, height, xerr=err, capsize=2, color=gpu_color(gpu, k),
+                          edgecolor="black", linewidth=0.5, label=gpu if i == 0 else None)[0]
+            if name in library:
+                bar.set_hatch("//")
+            if flagged:
+                bar.set_hatch("xx")
+                bar.set_facecolor("0.85")
+            ax.text(value + 1, y[i], f"{value:.0f}%" + (" noisy" if flagged else ""), va="center", fontsize=8,
+                    color=NOISY_COLOR if flagged else "black",
+                    bbox=dict(facecolor="white", edgecolor="none", pad=0.5, alpha=0.8))
+            top = max(top, value + (span[1] - value if span else 0))
+    ax.axvline(100, color=ROOF_COLOR, linewidth=1.5, label=f"the roof: each GPU's {roof}")
+    if goal is not None:
+        ax.axvline(goal, color=LIBRARY_COLOR, linestyle="--", linewidth=1, label=goal_label)
+    ax.set_yticks(at, [wrap_name(n, 28) for n in names], fontsize=9)
+    ax.set_xlim(0, top * 1.15)
+    ax.set_xlabel(f"time floor over measured time (% of the {roof} roof; higher is better)")
+    _legend_above(ax, title)
+    ax.grid(True, axis="x", alpha=0.3)
+    _footer(fig, [], label)
+    return fig
+
+
+def sweep(settings: Sequence[str], times: Mapping[str, Sequence[float | None]], *, title: str, xlabel: str,
+          spreads: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
+          bars: Mapping[str, tuple[str, float]] | None = None, label: str | None = None) -> Figure:
+    """Median time against one compile-time parameter, a line per GPU (``times``: GPU -> a time per
+    setting, None where not recorded), the quartiles as error bars, and each GPU's bar to beat
+    (``bars``: GPU -> (name, µs)) dashed across in that GPU's colour."""
+    fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(settings))
+    for k, (gpu, ys) in enumerate(times.items()):
+        color = gpu_color(gpu, k)
+        shown = [(i, v) for i, v in enumerate(ys) if v is not None]
+        if not shown:
+            continue
+        xs, vs = zip(*shown)
+        err = None
+        if spreads:
+            err = [[vs[j] - (spreads[gpu][i] or (vs[j], vs[j]))[0] for j, i in enumerate(xs)],
+                   [(spreads[gpu][i] or (vs[j], vs[j]))[1] - vs[j] for j, i in enumerate(xs)]]
+        ax.errorbar(xs, vs, yerr=err, marker="o", color=color, capsize=3, label=gpu)
+        if bars and gpu in bars:
+            name, us = bars[gpu]
+            ax.axhline(us, color=color, linestyle="--", linewidth=1, label=f"{name} on the {gpu} ({us:,.0f} µs)")
+    ax.set_xticks(x, [wrap_name(s, 16) for s in settings], fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("median time (µs), lower is better")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    _legend_above(ax, title)
+    _footer(fig, [], label)
+    return fig
+
+
+def _legend_above(ax, title: str) -> None:
+    """The legend in a row between the title and the axes, where it covers nothing."""
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=min(len(labels), 4),
+              fontsize=8, frameon=False)
+    ax.set_title(title, pad=10 + 14 * -(-len(labels) // 4))
 
 
 def roofline(entries: Sequence[Mapping[str, Any]], ceilings: Any, *, title: str,

@@ -14,7 +14,7 @@ CEILINGS = {"copy_gbs": 3000.0, "fp32_gflops": 50000.0, "peak_bw_gbs": 3352.0, "
 
 
 def entry(name, kind="variant", us=100.0, intensity=0.25, gflops=200.0, correct=True, clock="cuda events"):
-    return {"name": name, "kind": kind, "problem": "n=268435456 float32", "median_us": us, "min_us": us * 0.9,
+    return {"name": name, "kind": kind, "problem": "n=268435456 float32", "median_us": us, "min_us": us * 0.97,
             "max_us": us * 1.2, "gbps": 1000.0, "gflops": gflops, "intensity": intensity,
             "correct": correct, "clock": clock}
 
@@ -200,3 +200,54 @@ def test_long_tick_labels_are_wrapped_and_rotated():
     ax = plots.plot_variants(es, title="t").axes[0]
     ticks = ax.get_xticklabels()
     assert "\n" in ticks[-1].get_text() and ticks[0].get_rotation() == 45
+
+
+def test_a_noisy_row_is_marked_and_its_error_bar_is_the_quartiles():
+    steady = {**entry("02_steady", us=500), "q1_us": 490.0, "q3_us": 520.0}
+    shaky = {**entry("01_shaky", us=900), "min_us": 500.0, "noisy": True}
+    fig = plots.plot_variants([shaky, steady], title="t")
+    ax = fig.axes[0]
+    assert "noisy" in texts(fig) and [p.get_hatch() for p in ax.patches] == ["xx", None]
+    assert plots.spread_bars([steady, shaky]) == [[10.0, 0.0], [20.0, 0.0]]   # no quartiles: no bar
+
+
+def test_long_names_wrap_after_a_separator_never_inside_a_word():
+    assert plots.wrap_name("cupyx.scipy.ndimage.correlate") == "cupyx.scipy.ndimage.\ncorrelate"
+    assert plots.wrap_name("01_basic") == "01_basic"
+    for line in plots.wrap_name("torch conv2d (cuDNN, FP32) on a long problem name").splitlines():
+        assert len(line) <= 24
+
+
+def test_log_time_axes_read_in_plain_numbers():
+    fig = plots.plot_variants([entry("slow", us=90000), entry("fast", us=100)], title="t")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert labels and all("^" not in t and "times" not in t for t in labels), labels
+    assert "1,000" in labels or "10,000" in labels
+
+
+def test_roof_bars_put_each_gpu_beside_the_other_against_its_own_roof():
+    fig = plots.roof_bars(["05_coarsened", "cub::DeviceReduce"], {"H100": [101.0, 84.0], "H200": [73.0, None]},
+                          title="Reduction", roof="read bandwidth", spreads={"H100": [(100.0, 102.0), (83.0, 85.0)],
+                                                                             "H200": [(72.0, 74.0), None]},
+                          noisy={"H100": [True, False], "H200": [False, False]}, library=["cub::DeviceReduce"],
+                          goal=98.0, goal_label="goal: 98% of the roof")
+    ax = fig.axes[0]
+    widths = sorted(round(p.get_width()) for p in ax.patches)
+    assert widths == [73, 84, 101]
+    said = texts(fig)
+    assert "101% noisy" in said and "84%" in said and "not recorded on the H200" in said
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == [
+        "H100", "H200", "goal: 98% of the roof", "the roof: each GPU's read bandwidth"]
+    assert any(p.get_hatch() == "//" for p in ax.patches) and any(p.get_hatch() == "xx" for p in ax.patches)
+
+
+def test_a_sweep_draws_a_line_per_gpu_and_each_gpus_bar_to_beat():
+    fig = plots.sweep(["1", "2", "4"], {"H100": [None, 500.0, 350.0], "H200": [1064.0, 570.0, 338.0]},
+                      title="COARSE_FACTOR", xlabel="COARSE_FACTOR",
+                      bars={"H200": ("cub::DeviceReduce", 250.0)})
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["cub::DeviceReduce on the H200 (250 µs)", "H100", "H200"] or set(legend) == {
+        "H100", "H200", "cub::DeviceReduce on the H200 (250 µs)"}
+    assert ax.get_ylim()[0] == 0
