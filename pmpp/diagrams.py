@@ -22,13 +22,28 @@ LANE_COLOR = "tab:blue"
 IDLE_COLOR = "0.85"
 CONFLICT_COLOR = "tab:red"
 GOOD_COLOR = "tab:green"
+LABEL_SIZE = 9
+
+
+def _key(fig, entries: Sequence[tuple[str, str]]) -> None:
+    """What each colour means, in a row under the picture."""
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(color=color, label=text) for color, text in entries], loc="outside lower center",
+               ncols=min(len(entries), 2), fontsize=LABEL_SIZE, frameon=False)
+
+
+def _bare(ax) -> None:
+    ax.set_yticks([])
+    ax.tick_params(axis="x", labelsize=LABEL_SIZE + 1, length=0)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
 
 
 def _lane_column(ax, lanes: Sequence[int], x: float) -> None:
     for lane in range(32):
         active = lane in lanes
         ax.add_patch(_box(x, lane, LANE_COLOR if active else IDLE_COLOR))
-        ax.text(x - 0.08, lane, str(lane), ha="right", va="center", fontsize=6, color="0.3")
+        ax.text(x - 0.08, lane, str(lane), ha="right", va="center", fontsize=LABEL_SIZE, color="0.3")
 
 
 def _box(x: float, y: float, color: str, width: float = 0.12, height: float = 0.8):
@@ -50,7 +65,7 @@ def coalescing(sample: Sample, *, title: str | None = None) -> Figure:
     step = 32 / max(len(used), 1)
     row_of = {s: i * step for i, s in enumerate(used)}
     ideal = sample.ideal_sectors
-    fig = Figure(figsize=(7, 6.5), layout="constrained")
+    fig = Figure(figsize=(6.4, 7.6), layout="constrained")
     ax = fig.subplots()
     _lane_column(ax, sample.lanes, 0.0)
     height = min(32 / max(len(used), 1), 3.0)
@@ -58,18 +73,19 @@ def coalescing(sample: Sample, *, title: str | None = None) -> Figure:
         ax.add_patch(_box(1.0, row_of[s] + height / 2 - 0.5, GOOD_COLOR if len(used) <= ideal else CONFLICT_COLOR,
                           width=0.14, height=height * 0.9))
         ax.text(1.1, row_of[s] + height / 2 - 0.5, f"sector {s} (bytes {32 * s}-{32 * s + 31})",
-                va="center", fontsize=7)
+                va="center", fontsize=LABEL_SIZE)
     for lane in sample.lanes:
         for s in _sectors_of(sample, lane):
             ax.plot([0.06, 0.93], [lane, row_of[s] + height / 2 - 0.5], color=LANE_COLOR, linewidth=0.7, alpha=0.7)
-    ax.set_xlim(-0.3, 1.9)
+    ax.set_xlim(-0.25, 2.0)
     ax.set_ylim(32, -1)
     ax.set_xticks([0, 1], ["lane", f"32-byte sectors of '{sample.array}'"])
-    ax.set_yticks([])
-    for side in ("top", "right", "left", "bottom"):
-        ax.spines[side].set_visible(False)
+    _bare(ax)
     ax.set_title(title or f"{_where(sample)}: {len(sample.lanes)} lanes x {sample.width} B touch "
-                          f"{len(used)} sectors (ideal {ideal})", fontsize=10)
+                          f"{len(used)} sectors (ideal {ideal})", fontsize=11)
+    _key(fig, [(LANE_COLOR, "lane that takes part"), (IDLE_COLOR, "lane that does not"),
+               (GOOD_COLOR if len(used) <= ideal else CONFLICT_COLOR,
+                "sector fetched (green: as few as the bytes need; red: more)")])
     return fig
 
 
@@ -86,7 +102,7 @@ def banks(sample: Sample, *, title: str | None = None) -> Figure:
                          "(for global memory: diagrams.coalescing)")
     words = sample.words()
     degree = sample.conflict_degree
-    fig = Figure(figsize=(7, 6.5), layout="constrained")
+    fig = Figure(figsize=(6.0, 7.6), layout="constrained")
     ax = fig.subplots()
     _lane_column(ax, sample.lanes, 0.0)
     for bank in range(32):
@@ -94,21 +110,21 @@ def banks(sample: Sample, *, title: str | None = None) -> Figure:
         color = IDLE_COLOR if n == 0 else (CONFLICT_COLOR if n > 1 else GOOD_COLOR)
         ax.add_patch(_box(1.0, bank, color, width=0.14))
         label = f"bank {bank}" + (f": {n} words" if n > 1 else "")
-        ax.text(1.1, bank, label, va="center", fontsize=6, color=CONFLICT_COLOR if n > 1 else "0.3")
+        ax.text(1.1, bank, label, va="center", fontsize=LABEL_SIZE, color=CONFLICT_COLOR if n > 1 else "0.3")
     for lane in sample.lanes:
         for word in _words_of(sample, lane):
             conflicted = len(words[word % 32]) > 1
             ax.plot([0.06, 0.93], [lane, word % 32], linewidth=0.8, alpha=0.8,
                     color=CONFLICT_COLOR if conflicted else LANE_COLOR)
-    ax.set_xlim(-0.3, 1.7)
+    ax.set_xlim(-0.25, 1.75)
     ax.set_ylim(32, -1)
     ax.set_xticks([0, 1], ["lane", "bank (4-byte word mod 32)"])
-    ax.set_yticks([])
-    for side in ("top", "right", "left", "bottom"):
-        ax.spines[side].set_visible(False)
+    _bare(ax)
     where = f"'{sample.array}'" if sample.array else "shared memory"
     verdict = f"{degree}-way bank conflict" if degree > 1 else "no bank conflict"
-    ax.set_title(title or f"{_where(sample)}: {len(sample.lanes)} lanes on {where}, {verdict}", fontsize=10)
+    ax.set_title(title or f"{_where(sample)}: {len(sample.lanes)} lanes on {where}, {verdict}", fontsize=11)
+    _key(fig, [(LANE_COLOR, "lane that takes part"), (GOOD_COLOR, "bank serving one word"),
+               (CONFLICT_COLOR, "bank serving several words, one after another"), (IDLE_COLOR, "idle lane or bank")])
     return fig
 
 
@@ -130,15 +146,17 @@ def active_lanes(counters: Counters, line: int | str, *, title: str | None = Non
     key = (chosen[0].space, chosen[0].op)
     rows = [s for s in chosen if (s.space, s.op, s.site) == key + (chosen[0].site,)]
     grid = np.array([[s.mask >> lane & 1 for lane in range(32)] for s in rows], dtype=float)
-    fig = Figure(figsize=(8, 0.6 + 0.28 * len(rows) + 1.2), layout="constrained")
+    fig = Figure(figsize=(7.5, 1.6 + 0.3 * len(rows)), layout="constrained")
     ax = fig.subplots()
     from matplotlib.colors import ListedColormap
     ax.imshow(grid, cmap=ListedColormap([IDLE_COLOR, LANE_COLOR]), aspect="auto", vmin=0, vmax=1)
     ax.set_xticks(range(0, 32, 4))
     ax.set_yticks(range(len(rows)), [f"{k + 1}" for k in range(len(rows))])
-    ax.set_xlabel("lane")
-    ax.set_ylabel("execution")
+    ax.tick_params(labelsize=LABEL_SIZE)
+    ax.set_xlabel("lane", fontsize=LABEL_SIZE + 1)
+    ax.set_ylabel("k-th time the warp ran the line", fontsize=LABEL_SIZE + 1)
     average = grid.sum() / len(rows) if rows else 0.0
     ax.set_title(title or f"{rows[0].file}:{line}: lanes of the sampled warp that ran it, {len(rows)} "
-                          f"executions, {average:.1f} active lanes on average", fontsize=10)
+                          f"executions, {average:.1f} active lanes on average", fontsize=11)
+    _key(fig, [(LANE_COLOR, "lane runs the line"), (IDLE_COLOR, "lane idle (diverged or finished)")])
     return fig

@@ -158,6 +158,18 @@ class Lab:
         print("\n".join(difflib.unified_diff(self.code(old), self.code(new), old_name, new_name,
                                              n=context, lineterm="")))
 
+    def sass(self, name: str, arch: str = "sm_90") -> str | None:
+        """The SASS of a variant for ``arch``, or None (saying why) where nvcc or cuobjdump is missing."""
+        from .compilecheck import sass
+        from .errors import BackendUnavailableError
+        variant = self.chapter.variant(name)
+        try:
+            return sass(self.chapter.kernel_path(variant), defines=variant.defines,
+                        name_expressions=variant.name_expressions, arch=arch)
+        except BackendUnavailableError as error:
+            print(error)
+            return None
+
     def measure_here(self, names: Sequence[str]) -> list[dict]:
         """Check and time ``names`` on this machine's backend; print the table and what it means."""
         live = runner.measure(self.chapter, variants=list(names))
@@ -251,6 +263,17 @@ class Lab:
                         longest = max(row["kernels"], key=lambda k: k["metrics"].get("gpu__time_duration.sum", 0))
                         return {"kernel": longest["kernel"], **longest["metrics"]}
         return None
+
+
+def mnemonics(listing: str) -> list[str]:
+    """The instructions of a SASS listing in order, without predicates and operands
+    (``"@P0 LDG.E R4, desc[UR4][R2.64] ;"`` -> ``"LDG.E"``)."""
+    found = []
+    for line in listing.splitlines():
+        tokens = line.split()
+        if len(tokens) > 1 and tokens[0].startswith("/*") and tokens[0].endswith("*/"):
+            found.append((tokens[2] if tokens[1].startswith("@") and len(tokens) > 2 else tokens[1]).rstrip(";"))
+    return found
 
 
 def _steady(entry: Mapping[str, Any], gpu: str) -> Mapping[str, Any]:

@@ -131,15 +131,16 @@ def bytes_three_ways(rows: Sequence[Mapping[str, Any]], *, title: str, label: st
     width = 0.8 / len(ways)
     for k, (legend, key) in enumerate(ways.items()):
         offset = (k - (len(ways) - 1) / 2) * width
-        ax_bytes.bar(at + offset, [r[f"{key}_bytes"] or 0 for r in rows], width, label=legend, color=TRAFFIC_COLORS[k])
+        ax_bytes.bar(at + offset, [(r[f"{key}_bytes"] or 0) / 1e6 for r in rows], width, label=legend,
+                     color=TRAFFIC_COLORS[k])
         ax_oi.bar(at + offset, [r[f"{key}_intensity"] or 0 for r in rows], width, label=legend, color=TRAFFIC_COLORS[k])
-    for ax, ylabel, what in ((ax_bytes, "bytes", "bytes moved (log scale)"),
-                             (ax_oi, "arithmetic intensity (OP/B)", "operations per byte, from each")):
-        ax.set_yscale("log")
+    for ax, ylabel, what in ((ax_bytes, "MB (log scale)", "bytes moved"),
+                             (ax_oi, "arithmetic intensity (OP/B, log scale)", "operations per byte, from each")):
+        readable_log_axis(ax, "y")
         _xticks(ax, list(at), names)
         ax.set_ylabel(ylabel)
         ax.set_title(what)
-    ax_bytes.legend(fontsize=8)
+    _legend_above(ax_bytes, "bytes moved")
     fig.suptitle(with_device(title, device_of(label)))
     _footer(fig, [], label)
     return fig
@@ -226,7 +227,7 @@ def readable_log_axis(ax, which: str = "y") -> None:
     axis = ax.yaxis if which == "y" else ax.xaxis
     (ax.set_yscale if which == "y" else ax.set_xscale)("log")
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:.3g}"))
     axis.set_minor_formatter(NullFormatter())
 
 
