@@ -7,8 +7,9 @@
 // (rows): each halo cell is loaded by two to four blocks. (The book's listing declares N_s
 // without its type and calls the filter F_c.)
 // Expect: IN_TILE_DIM^2 loads of 4 bytes per OUT_TILE_DIM^2 * (2r+1)^2 multiply-adds: for a
-// 32 x 32 input tile and a 5 x 5 filter the book's 9.57 OP/B (28 x 28 outputs per block), 19x
-// the intensity of 02. The price: (IN^2 - OUT^2) / IN^2 = 23% of the threads idle while computing.
+// 32 x 32 input tile and a 5 x 5 filter the book's 9.57 OP/B (28 x 28 outputs per block),
+// 19 times the intensity of 02. The price: (IN^2 - OUT^2) / IN^2 = 23% of the threads idle
+// while computing.
 #ifndef FILTER_RADIUS
 #define FILTER_RADIUS 2
 #endif

@@ -9,7 +9,8 @@
 // and the block commits 7 atomics. About 8 integer instructions per byte (in SASS for sm_90) and no
 // memory traffic but the loads in the loop: the same speed on every input, whatever its distribution.
 // Expect: limited by memory bandwidth or by the integer pipes, not by atomics - several times
-// faster than any shared-atomic variant on the letters problem.
+// faster than any shared-atomic variant on the letters problem. Recorded: 2.42x 05_contiguous on
+// the H100, 2.49x on the H200 (05 is the fastest of them there).
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 512       // launch with blockDim.x == BLOCK_DIM
 #endif

@@ -10,8 +10,8 @@
 // filter and one of im2col into shared memory, one element each, then every thread does TILE
 // multiply-adds from shared memory. The reduction index is decomposed as crs -> (c, r, s).
 // Expect: each global load now serves TILE multiply-adds: global traffic 1/TILE of 01's
-// (TILE = 16: 4 OP/B instead of 0.25) - several times faster, now bound by shared-memory loads
-// (two per multiply-add) and the barriers.
+// (TILE = 16: 4 OP/B instead of 0.25) - faster, now bound by shared-memory loads (two per
+// multiply-add) and the barriers. Recorded: 2.0x 01_naive on the H100 and the H200.
 #ifndef TILE
 #define TILE 16         // the block is TILE x TILE threads and computes a TILE x TILE output tile
 #endif

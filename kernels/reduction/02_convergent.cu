@@ -4,7 +4,8 @@
 // the block, so whole warps retire together, and a warp's accesses are contiguous (coalesced).
 // Still in place in global memory, still one segment of 2*BLOCK_DIM per block, multi-pass.
 // Expect: same bytes requested from the kernel's point of view, far fewer warp instructions and
-// memory transactions: roughly 2-3x faster than 01_simple at large n.
+// memory transactions: faster than 01_simple at large n. Recorded at 2^28: 1.39x 01_simple on the
+// H100, 1.41x on the H200.
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 256   // launch with blockDim.x == BLOCK_DIM; a power of two
 #endif

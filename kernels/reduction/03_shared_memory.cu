@@ -4,7 +4,7 @@
 // input_s; every later pass reads and writes input_s only. The input is no longer overwritten.
 // Out-of-range elements load as 0, the identity of +.
 // Expect: global traffic drops to one read of each input element (plus a partial per block);
-// the in-place global writes of 01/02 are gone. Typically 2x or more faster than 02_convergent.
+// the in-place global writes of 01/02 are gone. Typically at least 2x faster than 02_convergent.
 #ifndef BLOCK_DIM
 #define BLOCK_DIM 256   // launch with blockDim.x == BLOCK_DIM; a power of two
 #endif

@@ -2,7 +2,7 @@
 // Changed from 08_reduce2: each block covers 2*blockDim.x elements, and each thread adds two of
 // them (i and i + blockDim.x) while loading, so no thread is idle in the first step and half as
 // many blocks are launched. (PMPP's 03_shared_memory is this kernel.)
-// Expect: ~1.8x faster than reduce2 (Harris: 17.4 GB/s). Now the kernel is limited by
+// Expect: ~1.8x faster than 08_reduce2 (Harris: 17.4 GB/s). Now the kernel is limited by
 // instruction overhead - address arithmetic, loop control, barriers - not by bandwidth.
 extern "C" __global__ void reduce3(const float* g_idata, float* g_odata, unsigned int n) {
     extern __shared__ float sdata[];

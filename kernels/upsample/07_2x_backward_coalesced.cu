@@ -9,6 +9,7 @@
 // Needs W a multiple of 2 (float) or 4 (half), dy 16-byte and dx 8-byte aligned; otherwise the
 // scalar loop of 06's fallback.
 // Expect: a little faster than 06 (the DRAM bytes are the same; fewer L1/L2 requests per byte).
+// Recorded: about the same time, 1.01x 06_2x_backward_wide on the H100, 1.00x on the H200.
 #include <cuda_fp16.h>
 
 #ifndef BLOCK_DIM
