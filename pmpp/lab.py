@@ -25,7 +25,7 @@ from .backends import backend_info, resolve_backend
 from .errors import PmppError
 from .source import resolve
 
-ROOFS = {"copy_gbs": "copy bandwidth", "read_gbs": "read bandwidth"}
+ROOFS = {"copy_gbs": "copy bandwidth", "read_gbs": "read bandwidth", "fp32_gflops": "FP32 rate"}
 
 
 class NoisyMeasurement(PmppError):
@@ -126,11 +126,13 @@ class Lab:
 
     def roof_share(self, name: str, gpu: str, roof: str = "copy_gbs", *, bytes: float | None = None,
                    key: str | None = None, at: str = "median_us") -> float:
-        """The time floor over the recorded time: ``bytes`` (default: the row's own model bytes)
-        at ``gpu``'s measured ``roof`` bandwidth over its ``at`` time (median; q1/q3 for spreads)."""
+        """The time floor over the recorded time: ``bytes`` (default: the row's own model bytes;
+        for the compute roof ``"fp32_gflops"``, its flops) at ``gpu``'s measured ``roof`` over its
+        ``at`` time (median; q1/q3 for spreads)."""
         e = self.entry(name, gpu, key=key)
-        gbps = bytes / (e[at] * 1e3) if bytes is not None else e["gbps"] * e["median_us"] / e[at]
-        return gbps / self.ceilings(gpu)[roof]
+        rate = "gflops" if roof == "fp32_gflops" else "gbps"
+        per_us = bytes / (e[at] * 1e3) if bytes is not None else e[rate] * e["median_us"] / e[at]
+        return per_us / self.ceilings(gpu)[roof]
 
     # -- this machine ---------------------------------------------------------------------------
 

@@ -209,7 +209,7 @@ def _time_panel(ax, entries, names) -> None:
         xs: list[float] = []
         for run in _runs(kernels):      # over the kernels it is a bar for, nowhere else
             xs += [run[0] - 0.45, run[-1] + 0.45, float("nan")]
-        what = f" ({best['problem']})" if len(bars_to_beat) > 1 and best.get("problem") else ""
+        what = f" ({precision(best) or best['problem']})" if len(bars_to_beat) > 1 and best.get("problem") else ""
         ax.plot(xs[:-1], [best["median_us"]] * (len(xs) - 1), color=LIBRARY_COLOR, linestyle="--",
                 label=f"to beat: {best['name']} ({best['median_us']:.1f} µs){what}")
     if bars_to_beat:     # above the axes: it never covers a bar
@@ -387,6 +387,52 @@ def roofline(entries: Sequence[Mapping[str, Any]], ceilings: Any, *, title: str,
     ax.set_title(with_device(title, device or device_of(label, entries)))
     ax.grid(True, which="both", alpha=0.3)
     _footer(fig, entries, label)
+    return fig
+
+
+def roofline_gpus(points: Mapping[str, Sequence[Mapping[str, Any]]], ceilings: Mapping[str, Any], *, title: str,
+                  label: str | None = None) -> Figure:
+    """One log-log roofline per GPU on shared axes (``ceilings``: GPU -> its measured ceilings), each
+    GPU's roof and points in its colour; the same kernel on two GPUs joined by a thin line, labelled
+    once. ``points``: GPU -> entries (with ``intensity`` and ``gflops``)."""
+    fig = Figure(figsize=(8.5, 5.6), layout="constrained")
+    ax = fig.subplots()
+    every = [e for entries in points.values() for e in entries if (e.get("intensity") or 0) > 0 and e.get("gflops")]
+    ridges = [_ceiling(c, "fp32_gflops") / _ceiling(c, "copy_gbs") for c in ceilings.values()]
+    xs = [e["intensity"] for e in every] + ridges
+    lo, hi = min(xs) / 3, max(xs) * 3
+    ylo = min([min(_ceiling(c, "copy_gbs") for c in ceilings.values()) * lo] + [e["gflops"] for e in every]) / 2
+    yhi = max(_ceiling(c, "fp32_gflops") for c in ceilings.values()) * 3
+    for k, (gpu, c) in enumerate(ceilings.items()):
+        copy, fp32 = _ceiling(c, "copy_gbs"), _ceiling(c, "fp32_gflops")
+        ridge = fp32 / copy
+        ax.plot([lo, ridge, hi], [copy * lo, fp32, fp32], color=gpu_color(gpu, k), linewidth=2,
+                label=f"{gpu}: copy {copy:,.0f} GB/s, FP32 {fp32:,.0f} GFLOP/s, ridge {ridge:.1f} OP/B")
+        ax.plot([ridge, ridge], [ylo, fp32], color=gpu_color(gpu, k), linestyle=":", linewidth=1)
+        for e in points.get(gpu, ()):
+            ax.plot(e["intensity"], e["gflops"], marker="s" if e["kind"] == "library" else "o", linestyle="none",
+                    color=gpu_color(gpu, k), markersize=6)
+    by_name: dict[str, list] = {}
+    for e in every:
+        by_name.setdefault(e["name"], []).append(e)
+    for same in by_name.values():
+        if len(same) > 1:
+            ax.plot([e["intensity"] for e in same], [e["gflops"] for e in same], color="0.6", linewidth=0.8)
+    tops = [max(same, key=lambda e: e["gflops"]) for same in by_name.values()]
+    spots = place_labels([(e["intensity"], e["gflops"], e["name"]) for e in tops], (lo, hi), (ylo, yhi))
+    for e, (dx, dy, ha, va) in zip(tops, spots):
+        ax.annotate(e["name"], (e["intensity"], e["gflops"]), textcoords="offset points", xytext=(dx, dy),
+                    ha=ha, va=va, fontsize=9)
+    ax.set_xscale("log")
+    readable_log_axis(ax, "x")
+    readable_log_axis(ax, "y")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(ylo, yhi)
+    ax.set_xlabel("arithmetic intensity (OP/B)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    ax.grid(True, which="major", alpha=0.3)
+    _legend_above(ax, title)
+    _footer(fig, every, label)
     return fig
 
 

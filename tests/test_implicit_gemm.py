@@ -337,3 +337,55 @@ def test_main_loop_mix_counts_the_longest_loop_of_the_named_kernel():
     assert mix == {"LDS": 1, "FFMA": 2, "BRA": 2}
     with pytest.raises(ValueError, match="no loop"):
         implicit_gemm.main_loop_mix(listing.replace("BRA 0x10", "BRA 0x60"), "Kernel")
+
+
+# ------------------------------------------------------------------------------------------
+# Tile sizes from bounds
+# ------------------------------------------------------------------------------------------
+
+def test_bandwidth_gives_a_lower_bound_on_the_tile_from_the_ridge_point():
+    figures = implicit_gemm.GPU_FIGURES
+    # ridge = FP32 FLOP/s over DRAM bytes/s, by hand: T4 8.1e12 / 320e9 = 25.3125; A100 19.5e12 /
+    # 2039e9 = 9.5635; H100 65.021e12 / 3024e9 = 21.502; H200 64.961e12 / 4336e9 = 14.982
+    assert figures["T4"].ridge == pytest.approx(25.3125)
+    assert figures["A100"].ridge == pytest.approx(9.5635, rel=1e-4)
+    assert figures["H100"].ridge == pytest.approx(21.502, rel=1e-4)
+    assert figures["H200"].ridge == pytest.approx(14.982, rel=1e-4)
+    # a T x T tile loads 8T bytes per reduction index for 2T^2 FLOP: T / 4 FLOP per byte
+    assert implicit_gemm.load_intensity(64, 64) == 16 and implicit_gemm.load_intensity(128, 128) == 32
+    assert implicit_gemm.smallest_square_tile(figures["T4"]) == pytest.approx(101.25)
+    assert implicit_gemm.smallest_square_tile(figures["H200"]) == pytest.approx(59.93, rel=1e-3)
+    # the bound is where the tile's intensity meets the ridge
+    for gpu in figures.values():
+        t = implicit_gemm.smallest_square_tile(gpu)
+        assert implicit_gemm.load_intensity(t, t) == pytest.approx(gpu.ridge)
+
+
+def test_shared_memory_and_registers_give_upper_bounds_on_the_tile():
+    figures = implicit_gemm.GPU_FIGURES
+    assert implicit_gemm.tile_shared_bytes(128, 128, 8) == 8192                 # 05: 4 * 256 * 8
+    assert implicit_gemm.tile_shared_bytes(128, 128, 16, stages=3) == 49152     # 09: 48 KB
+    # 2 blocks, 2 stages, TILE_K = 8: T <= 228 KB / (8 * 8 * 2 * 2) = 912 on the H100; 256 on a T4
+    assert implicit_gemm.largest_square_tile_by_shared(figures["H100"], 8, 2, 2) == 912
+    assert implicit_gemm.largest_square_tile_by_shared(figures["T4"], 8, 2, 2) == 256
+    assert implicit_gemm.thread_registers(8, 8) == 80 and implicit_gemm.thread_registers(16, 8) == 152
+    # 65,536 / (256 threads x 2 blocks) = 128; with 128 threads 256, held to 255; a T4's 4 blocks: 64
+    assert implicit_gemm.register_budget(figures["H100"], 256, 2) == 128
+    assert implicit_gemm.register_budget(figures["H200"], 128, 2) == 255
+    assert implicit_gemm.register_budget(figures["T4"], 256, 4) == 64
+    # t^2 + 2t <= budget: 10 x 10 (120) fits 128, 11 x 11 (143) does not; 15 x 15 fills 255 exactly
+    assert implicit_gemm.largest_thread_tile(128) == 10 and implicit_gemm.largest_thread_tile(255) == 15
+    assert implicit_gemm.largest_thread_tile(80) == 8
+
+
+def test_tile_shapes_are_the_kernel_files_defines():
+    for name, tile in implicit_gemm.TILE_SHAPES.items():
+        defines = implicit_gemm.kernel_defines(name)
+        assert (defines["TILE_M"], defines["TILE_N"], defines["THREADS"]) == \
+            (tile["tile_m"], tile["tile_n"], tile["threads"]), name
+        assert defines.get("TILE_K", defines.get("TILE_C")) == tile["tile_k"], name
+        if "STAGES" in defines:
+            assert defines["STAGES"] == tile["stages"], name
+        if tile["thread"]:
+            assert tile["thread"][0] * tile["thread"][1] * tile["threads"] == tile["tile_m"] * tile["tile_n"], name
+    assert implicit_gemm.kernel_defines("09_register_blocking")["THREAD_M"] == 16

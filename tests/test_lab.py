@@ -102,3 +102,8 @@ def test_stall_figures_of_a_recorded_gpu():
     assert figures["kernel"] == "VectorizedSumReductionKernel"
     assert 0 < figures["dram__throughput.avg.pct_of_peak_sustained_elapsed"] <= 100
     assert Lab("reduction").stalls("15_vectorized", "T4") is None
+
+
+def test_a_share_of_the_compute_roof_counts_flops(two_gpus):
+    e = two_gpus.entry("15_vectorized", "H200")
+    assert two_gpus.roof_share("15_vectorized", "H200", "fp32_gflops") == pytest.approx(e["gflops"] / 60000.0)

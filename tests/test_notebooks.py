@@ -30,6 +30,16 @@ def test_committed_with_outputs_and_no_errors(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_as_executed_on_a_gpu(path):
+    # The committed outputs are what a reader sees on GitHub: their "measured here" cells must be a
+    # GPU's, never the CPU engine's times. The setup cell's first line says where the cells ran.
+    first = next(("".join(o.get("text", "")) for c in cells(path, "code") for o in c["outputs"]
+                  if o.get("output_type") == "stream"), "")
+    assert first.startswith("GPU: ") and "Kernels run on it through CuPy" in first, \
+        f"{path.name} was not executed on a GPU (its first output: {first[:120]!r}); run `pmpp notebooks` on one"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_figures_are_images_not_text(path):
     assert "%matplotlib inline" in source(cells(path, "code")[0]), "set the inline backend first"
     for cell in cells(path, "code"):

@@ -159,3 +159,20 @@ def test_relative_throughput_divides_library_time_by_variant_time():
                {"problem": "a", "kind": "library", "name": "lib", "median_us": 6.0},
                {"problem": "b", "kind": "variant", "name": "v", "median_us": 1.0}]
     assert pooling.relative_throughput(entries) == {"a": {"v": 3.0}}
+
+
+def test_per_shape_compares_09_with_the_fastest_mapping_and_refuses_noisy_rows():
+    k2s2, k3s1 = SHAPES[0], SHAPES[12]
+    rows = []
+    for problem, times in ((k2s2, {"06_mapping_nct": 4.0, "07_mapping_thw": 3.0, "08_column_walk": 3.5,
+                                   "09_per_shape": 4.5, "torch.max_pool3d": 9.0}),
+                           (k3s1, {"06_mapping_nct": 4.0, "07_mapping_thw": 3.0, "08_column_walk": 30.0,
+                                   "09_per_shape": 3.0, "torch.max_pool3d": 6.0})):
+        rows += [{"name": n, "problem": CHAPTER.describe(problem), "median_us": t, "min_us": t}
+                 for n, t in times.items()]
+    noisy = lambda e: e["name"] == "08_column_walk" and e["median_us"] == 30.0
+    first, second = pooling.per_shape(rows, (k2s2, k3s1, SHAPES[5]), noisy=noisy)   # SHAPES[5]: not in rows
+    assert first["pick"] == pooling.choose_mapping(k2s2) and first["best"] == "07_mapping_thw"
+    assert first["vs_best"] == 1.5 and first["vs_library"] == 2.0 and first["steady"] and first["noisy"] == []
+    assert second["noisy"] == ["08_column_walk"] and not second["steady"]
+    assert second["vs_best"] is None and second["vs_library"] == 2.0     # torch and 09 are steady

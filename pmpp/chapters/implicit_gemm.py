@@ -463,6 +463,112 @@ def load_intensity(tile_m: int, tile_n: int) -> float:
 
 
 # --------------------------------------------------------------------------------------------
+# Tile sizes from bounds (Volkov & Demmel, "Benchmarking GPUs to tune dense linear algebra",
+# SC'08; Nath, Tomov & Dongarra, "An Improved MAGMA GEMM for Fermi GPUs", 2010)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GPUFigures:
+    """What bounds a GEMM tile on one GPU: FP32 rate, DRAM bandwidth, shared memory and registers
+    per SM. Rates in FLOP/s and bytes/s, sizes in bytes and 32-bit registers."""
+
+    name: str
+    sm_count: int
+    fp32_flops: float             # FP32 FMA rate, FLOP/s
+    dram_bandwidth: float         # bytes/s that DRAM delivers to a kernel that reads
+    shared_per_sm: int            # the largest shared-memory carveout of an SM
+    registers_per_sm: int
+    max_threads_per_sm: int
+    source: str
+
+    @property
+    def ridge(self) -> float:
+        """FLOP per DRAM byte at which the FP32 roof and the bandwidth roof meet."""
+        return self.fp32_flops / self.dram_bandwidth
+
+
+KB = 1024
+# Sources. SM counts, shared memory and registers per SM: the CUDA C++ Programming Guide's table of
+# compute capabilities (7.5: 64 KB, 8.0: 164 KB, 9.0: 228 KB of shared memory per SM; 64 K 32-bit
+# registers per SM and at most 255 per thread on all four; 1,024 threads per SM on 7.5, 2,048 on
+# 8.0 and 9.0) and the data sheets' SM counts, as in pmpp.occupancy.GPUS. Rates:
+#  * T4: NVIDIA T4 data sheet: 8.1 TFLOPS FP32, 320 GB/s GDDR6.
+#  * A100: NVIDIA A100 data sheet, A100 80GB SXM: 19.5 TFLOPS FP32, 2,039 GB/s HBM2e.
+#  * H100: measured, results/nvidia-h100-80gb-hbm3-59550f7.json "ceilings": fp32_gflops 65,021
+#    and read_gbs 3,024 (the H100 SXM data sheet says 67 TFLOPS and 3.35 TB/s).
+#  * H200: measured, results/nvidia-h200-8d4b08b.json "ceilings": fp32_gflops 64,961 and read_gbs
+#    4,336 (the H200 SXM data sheet says 67 TFLOPS and 4.8 TB/s); 132 SMs as that file's device.
+GPU_FIGURES = {g.name: g for g in (
+    GPUFigures("T4", 40, 8.1e12, 320e9, 64 * KB, 65536, 1024, "T4 data sheet"),
+    GPUFigures("A100", 108, 19.5e12, 2039e9, 164 * KB, 65536, 2048, "A100 80GB SXM data sheet"),
+    GPUFigures("H100", 132, 65.021e12, 3024e9, 228 * KB, 65536, 2048, "measured, results/ (59550f7)"),
+    GPUFigures("H200", 132, 64.961e12, 4336e9, 228 * KB, 65536, 2048, "measured, results/ (8d4b08b)"),
+)}
+MAX_REGISTERS_PER_THREAD = 255
+
+
+def smallest_square_tile(gpu: GPUFigures) -> float:
+    """The LOWER bound from bandwidth: a block of T x T outputs loads 4 (T + T) bytes per reduction
+    index for T^2 multiply-adds, T / 4 FLOP per byte (:func:`load_intensity`); if every such load
+    came from DRAM, the kernel is compute bound only when T / 4 reaches the ridge point, so
+    T >= 4 x ridge."""
+    return 4 * gpu.ridge
+
+
+def tile_shared_bytes(tile_m: int, tile_n: int, tile_k: int, stages: int = 1) -> int:
+    """Shared memory for a block's tiles: tile_m x tile_k filter and tile_k x tile_n im2col
+    floats, ``stages`` copies of each (2 for double buffering)."""
+    return 4 * (tile_m + tile_n) * tile_k * stages
+
+
+def largest_square_tile_by_shared(gpu: GPUFigures, tile_k: int, stages: int, blocks_per_sm: int) -> float:
+    """The UPPER bound from shared memory: ``blocks_per_sm`` blocks of T x T tiles, each holding
+    ``stages`` copies of 4 (T + T) tile_k bytes, must fit in the SM: T <= shared / (8 tile_k stages blocks)."""
+    return gpu.shared_per_sm / (8 * tile_k * stages * blocks_per_sm)
+
+
+def thread_registers(thread_m: int, thread_n: int) -> int:
+    """Registers a thread needs at least for a thread_m x thread_n patch of outputs: its
+    accumulators, and the thread_m + thread_n values (fragments) whose outer product it adds."""
+    return thread_m * thread_n + thread_m + thread_n
+
+
+def register_budget(gpu: GPUFigures, threads_per_block: int, blocks_per_sm: int) -> int:
+    """The UPPER bound from the register file: registers per thread when ``blocks_per_sm`` blocks of
+    ``threads_per_block`` threads share the SM's registers, and never more than 255."""
+    return min(MAX_REGISTERS_PER_THREAD, gpu.registers_per_sm // (threads_per_block * blocks_per_sm))
+
+
+def largest_thread_tile(budget: int) -> int:
+    """The largest t for which a square t x t thread patch fits ``budget`` registers
+    (t^2 + 2t <= budget, :func:`thread_registers`)."""
+    return math.isqrt(budget + 1) - 1
+
+
+# The tiles the variants use: the defines of their kernel files (TILE_M, TILE_N, TILE_K - TILE_C in
+# 10 -, STAGES where the file defines it, THREADS), the copies of each shared tile where it has
+# no STAGES (06-08: two, double buffering), and each thread's patch of outputs (thread_m x
+# thread_n; 08 and 10 hold their accumulators in the tensor cores' fragment layout instead).
+TILE_SHAPES = {
+    "04_thread_tile": dict(tile_m=64, tile_n=64, tile_k=4, stages=1, threads=256, thread=(4, 4)),
+    "05_large_tile": dict(tile_m=128, tile_n=128, tile_k=8, stages=1, threads=256, thread=(8, 8)),
+    "06_double_buffer": dict(tile_m=128, tile_n=128, tile_k=8, stages=2, threads=256, thread=(8, 8)),
+    "07_rsc_order": dict(tile_m=128, tile_n=128, tile_k=16, stages=2, threads=256, thread=(8, 8)),
+    "08_tf32_mma": dict(tile_m=128, tile_n=128, tile_k=16, stages=2, threads=256, thread=None),
+    "09_register_blocking": dict(tile_m=128, tile_n=128, tile_k=16, stages=3, threads=128, thread=(16, 8)),
+    "10_wgmma_tma": dict(tile_m=128, tile_n=128, tile_k=32, stages=3, threads=128, thread=None),
+}
+
+
+def kernel_defines(variant: Variant | str) -> dict[str, int]:
+    """The integer ``#define``s of a variant's kernel file (the variant's own defines win)."""
+    variant = CHAPTER.variant(variant) if isinstance(variant, str) else variant
+    text = pmpp.kernel_source(f"{CHAPTER.kernel_dir}/{variant.name}.cu")
+    found = {name: int(value) for name, value in re.findall(r"^#define (\w+) (\d+)\b", text, re.M)}
+    return {**found, **{k: int(v) for k, v in variant.defines.items() if str(v).isdigit()}}
+
+
+# --------------------------------------------------------------------------------------------
 # Library routines: the bar to beat
 # --------------------------------------------------------------------------------------------
 

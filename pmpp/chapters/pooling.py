@@ -14,7 +14,8 @@ third mapping for stride 1 (a column walk that reuses plane maxima), 09 the
 mapping picked per shape (:func:`choose_mapping`).
 
 :data:`SHAPES` are 25 shapes measured against PyTorch's ``max_pool3d``: kernel 2, 3, 8 with stride 1 and stride = kernel, on small and
-large T*H*W and C, plus one with padding. :func:`shape_table` measures them.
+large T*H*W and C, plus one with padding. :func:`shape_table` measures them; :func:`per_shape`
+judges 09's choice on a recording of them.
 """
 from __future__ import annotations
 
@@ -369,3 +370,36 @@ def relative_throughput(entries) -> dict[str, dict[str, float]]:
             table[problem] = {e["name"]: library[0]["median_us"] / e["median_us"]
                               for e in rows if e["kind"] == "variant"}
     return table
+
+
+MAPPING_VARIANTS = ("06_mapping_nct", "07_mapping_thw", "08_column_walk")
+
+
+def per_shape(entries, problems=SHAPES, *, noisy=None, library: str = "torch.max_pool3d") -> list[dict]:
+    """09 against the mappings it chooses from, one row per problem of ``problems`` that
+    ``entries`` (the recorded rows of one run) hold: ``pick`` (:func:`choose_mapping`), ``best``
+    (the fastest steady one of 06-08), ``vs_best`` (09's time over that one's: 1 or less is "at
+    least as fast"), ``vs_library`` (the library's time over 09's: above 1 is faster than the
+    library) and ``noisy`` (the names among 06-09 and the library whose rows are noisy). A row
+    with a noisy name is no claim: then ``steady`` is False, and ``vs_best``/``vs_library`` are
+    None where they would rest on a noisy row. ``noisy`` is the rule (default
+    :func:`pmpp.results.noisy`)."""
+    if noisy is None:
+        from pmpp.results import noisy
+    rows = []
+    for problem in problems:
+        described = CHAPTER.describe(problem)
+        by = {e["name"]: e for e in entries if e["problem"] == described}
+        if not by:
+            continue
+        flagged = [n for n in (*MAPPING_VARIANTS, "09_per_shape", library) if n in by and noisy(by[n])]
+        steady_mappings = [n for n in MAPPING_VARIANTS if n not in flagged] or list(MAPPING_VARIANTS)
+        best = min(steady_mappings, key=lambda n: by[n]["median_us"])
+        t09 = by["09_per_shape"]["median_us"]
+        mapped_steady = not set(flagged) & {*MAPPING_VARIANTS, "09_per_shape"}
+        library_steady = library in by and not set(flagged) & {library, "09_per_shape"}
+        rows.append({"problem": described, "pick": choose_mapping(problem), "best": best,
+                     "vs_best": t09 / by[best]["median_us"] if mapped_steady else None,
+                     "vs_library": by[library]["median_us"] / t09 if library_steady else None,
+                     "noisy": flagged, "steady": not flagged})
+    return rows
