@@ -293,7 +293,8 @@ def cmd_profile_cpu(args) -> int:
 
 
 def cmd_profile_stalls(args) -> int:
-    from .profile import find_ncu, recording_path, stall_profile, write_stalls
+    from .ncu import stall_profile, write_stalls
+    from .profile import find_ncu, recording_path
     from .progress import progress
     _need_gpu("pmpp profile --stalls reads Nsight Compute on a GPU; this machine has none (the notebooks "
               "show the recordings in results/stalls/)")

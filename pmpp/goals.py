@@ -62,7 +62,7 @@ def _stalls(chapter, name):
     recording of that GPU (results/stalls/), else from the H100 summaries copied from Nsight
     Compute's reports (results/ncu/); "" where neither has it."""
     def why(run):
-        from .profile import recorded_stalls
+        from .ncu import recorded_stalls
         for data in recorded_stalls(chapter):
             rows = {r["name"]: r for r in data["chapters"][chapter]["rows"]}
             if data["device"]["name"] == run["device"]["name"] and name in rows:

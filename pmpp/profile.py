@@ -9,9 +9,8 @@ ncu runs every profiled kernel with cold caches (``--cache-control all``, its de
 clocks left as they are: the bytes are what one launch moves from a flushed L2; ncu's durations are
 not the benchmark's and are not kept.
 
-``pmpp profile --stalls`` records, the same way, what Nsight Compute's speed-of-light, occupancy
-and warp-state sections say of one launch (:data:`STALL_METRICS`) in ``results/stalls/``: what
-bounds a kernel on that GPU, where a benchmark only says how long it took.
+``pmpp profile --stalls`` (:func:`pmpp.ncu.stall_profile`) runs the same child for Nsight Compute's
+throughput, occupancy and warp-stall figures.
 """
 from __future__ import annotations
 
@@ -191,75 +190,8 @@ def recorded(chapter: str, directory: str | os.PathLike | None = None) -> list[d
     return recordings_with("dram", "chapters", chapter, validate, directory)
 
 
-# ---------------------------------------------------------------------------------------------
-# Where the time goes: Nsight Compute's speed-of-light, occupancy and warp-state figures
-
-STALL_REASONS = ("long_scoreboard", "barrier", "short_scoreboard", "lg_throttle", "mio_throttle", "membar",
-                 "drain", "wait", "math_pipe_throttle", "not_selected", "dispatch_stall", "no_instruction",
-                 "branch_resolving", "sleeping", "tex_throttle", "imc_miss")
-STALL_METRICS = (
-    "gpu__time_duration.sum",
-    "dram__bytes_read.sum", "dram__bytes_write.sum",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",     # DRAM Throughput
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",       # Compute (SM) Throughput
-    "smsp__issue_active.avg.pct_of_peak_sustained_active",    # Issue Slots Busy
-    "sm__maximum_warps_per_active_cycle_pct",                 # Theoretical Occupancy
-    "sm__warps_active.avg.pct_of_peak_sustained_active",      # Achieved Occupancy
-    "launch__registers_per_thread",
-    "smsp__average_warp_latency_per_inst_issued.ratio",       # Warp Cycles Per Issued Instruction
-    *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS),
-)
-
-
-def stall_profile(chapter, problem: Mapping[str, Any], names: Sequence[str], *, ncu: str | None = None,
-                  timeout: float = 600) -> list[dict]:
-    """Profile one launch of each of ``names`` (variants or library routines of ``chapter``) on
-    ``problem`` with :data:`STALL_METRICS` (those this ncu knows), clocks left as they are; return
-    ``[{"name", "kernels": [{"kernel", "grid", "block", "metrics"}]}]``, a row per name."""
-    from . import ncu as nsight
-    from . import runner
-    ncu = ncu or find_ncu()
-    metrics = nsight.usable(STALL_METRICS, nsight.available_metrics(ncu))
-    rows = []
-    for name in names:
-        library = _library(chapter, name)
-        name = library.name if library else chapter.variant(name).name
-        own = problem if library else runner.problem_for(chapter.variant(name), problem)
-        command = [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off", "--clock-control", "none",
-                   "--metrics", ",".join(metrics), sys.executable, "-m", "pmpp.profile",
-                   chapter.name, name, json.dumps(own)]
-        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        launches = nsight.parse_csv(run.stdout)
-        if run.returncode != 0 or not launches:
-            raise ProfilerError(f"profiling {chapter.name} {name} failed (exit {run.returncode}): "
-                                f"{(run.stderr or run.stdout).strip()[-800:]}")
-        rows.append({"name": name, "kernels": launches})
-    return rows
-
-
-def write_stalls(path, chapter: str, problem: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], **run) -> Path:
-    """Add one chapter's :func:`stall_profile` to ``results/stalls/<device>-<commit>.json``."""
-    entry = {"problem": dict(problem), "rows": [dict(r) for r in rows]}
-    return add_to_recording(path, "stalls", "chapters", chapter, entry, validate_stalls, **run)
-
-
-def validate_stalls(data: Any, where: Any = "<stalls>") -> None:
-    """Raise ValueError unless ``data`` is a complete stall recording."""
-    for key in ("device", "versions", "date", "commit", "chapters"):
-        if key not in data:
-            raise ValueError(f"{where}: missing {key!r}")
-    for chapter, profile in data["chapters"].items():
-        for row in profile.get("rows") or [None]:
-            if not row or not row.get("kernels") or not all(k.get("metrics") for k in row["kernels"]):
-                raise ValueError(f"{where}: {chapter} {row and row.get('name')}: no kernel was profiled")
-
-
-def recorded_stalls(chapter: str, directory: str | os.PathLike | None = None) -> list[dict]:
-    """Every committed stall recording that has ``chapter``, newest first."""
-    return recordings_with("stalls", "chapters", chapter, validate_stalls, directory)
-
-
-def _library(chapter, name: str):
+def library_named(chapter, name: str):
+    """The chapter's library routine called ``name``, or None."""
     return next((lib for lib in chapter.library if lib.name == name), None)
 
 
@@ -273,7 +205,7 @@ def _launch_once(chapter_name: str, name: str, problem_json: str) -> None:
     chapter = chapters.get(chapter_name)
     problem = json.loads(problem_json)
     inputs = chapter.make_inputs(problem, cupy, np.random.default_rng())
-    library = _library(chapter, name)
+    library = library_named(chapter, name)
     if library is not None:
         def launch():
             return library.run(problem, inputs)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pmpp import profile
+from pmpp import ncu, profile
 from pmpp.chapters import stencil
 from pmpp.cli import main
 
@@ -146,8 +146,8 @@ STALLS_OUTPUT = """==PROF== Connected to process 512
 
 
 def test_stall_profile_keeps_each_kernels_figures_by_metric_name(tmp_path):
-    ncu = _fake_ncu(tmp_path, STALLS_OUTPUT)
-    rows = profile.stall_profile(stencil.CHAPTER, {"n": 16}, ["01", "cupyx correlate"], ncu=ncu)
+    fake = _fake_ncu(tmp_path, STALLS_OUTPUT)
+    rows = ncu.stall_profile(stencil.CHAPTER, {"n": 16}, ["01", "cupyx correlate"], ncu=fake)
     assert [r["name"] for r in rows] == ["01_basic", "cupyx correlate"]
     metrics = rows[0]["kernels"][0]["metrics"]
     assert rows[0]["kernels"][0]["kernel"] == "BasicStencilKernel"
@@ -158,10 +158,10 @@ def test_stall_profile_keeps_each_kernels_figures_by_metric_name(tmp_path):
 def test_stall_recordings_are_written_checked_and_found(tmp_path):
     row = {"name": "01_basic", "kernels": [{"kernel": "BasicStencilKernel", "grid": [1], "block": [1],
                                             "metrics": {"gpu__time_duration.sum": 5.0}}]}
-    path = profile.write_stalls(tmp_path / "stalls" / "x.json", "stencil", {"n": 512}, [row],
+    path = ncu.write_stalls(tmp_path / "stalls" / "x.json", "stencil", {"n": 512}, [row],
                                 device=DEVICE, software=SOFTWARE, commit="abc1234")
-    found = profile.recorded_stalls("stencil", tmp_path / "stalls")
+    found = ncu.recorded_stalls("stencil", tmp_path / "stalls")
     assert path.exists() and found[0]["chapters"]["stencil"]["rows"][0]["name"] == "01_basic"
     with pytest.raises(ValueError, match="no kernel was profiled"):
-        profile.write_stalls(path, "reduction", {"n": 1}, [{"name": "x", "kernels": []}],
+        ncu.write_stalls(path, "reduction", {"n": 1}, [{"name": "x", "kernels": []}],
                              device=DEVICE, software=SOFTWARE, commit="abc1234")
