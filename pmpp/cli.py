@@ -247,27 +247,37 @@ def cmd_profile(args) -> int:
     if args.stalls:
         return cmd_profile_stalls(args)
     from .profile import default_path, dram_traffic, find_ncu, write_profile
-    from .progress import progress
     _need_gpu("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine has none (the "
               "notebooks show the recorded profile from results/dram/; 'pmpp profile --cpu' counts on the CPU engine)")
-    ncu = find_ncu()
-    out = args.out or default_path()
-    plan = [(chapter, _variant_names(chapter, args.variants)) for chapter in _chapters(args.chapter)]
-    with progress(sum(len(names) for _, names in plan), "pmpp profile") as bar:
+    ncu, out = find_ncu(), args.out or default_path()
+    _profile_at_gpu_size(
+        [(chapter, _variant_names(chapter, args.variants)) for chapter in _chapters(args.chapter)], "pmpp profile",
+        lambda chapter, problem, name: dram_traffic(chapter, problem, [name], ncu=ncu),
+        lambda row: [f"{row['variant']:32} read {row['dram_read_bytes'] / 1e6:10.1f} MB   "
+                     f"write {row['dram_write_bytes'] / 1e6:10.1f} MB"],
+        lambda chapter, problem, rows: write_profile(out, chapter.name, problem, rows))
+    print(f"\nwrote {out}")
+    return 0
+
+
+def _profile_at_gpu_size(plan, what: str, measure, show, write) -> None:
+    """Profile each name of each (chapter, names) in ``plan``, one at a time, at the chapter's GPU size:
+    ``measure(chapter, problem, name)`` gives rows, ``show(row)`` the lines printed for each, and
+    ``write(chapter, problem, rows)`` records a chapter's rows."""
+    from .progress import progress
+    with progress(sum(len(names) for _, names in plan), what) as bar:
         for chapter, names in plan:
             problem = _problem(chapter, "cupy", None)
             rows = []
             for name in names:
                 bar.note(f"{chapter.name}/{name}")
-                rows += dram_traffic(chapter, problem, [name], ncu=ncu)
+                rows += measure(chapter, problem, name)
                 bar.advance()
             bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
             for row in rows:
-                bar.print(f"{row['variant']:32} read {row['dram_read_bytes'] / 1e6:10.1f} MB   "
-                          f"write {row['dram_write_bytes'] / 1e6:10.1f} MB")
-            write_profile(out, chapter.name, problem, rows)
-    print(f"\nwrote {out}")
-    return 0
+                for line in show(row):
+                    bar.print(line)
+            write(chapter, problem, rows)
 
 
 def _variant_names(chapter, wanted) -> list[str]:
@@ -295,29 +305,19 @@ def cmd_profile_cpu(args) -> int:
 def cmd_profile_stalls(args) -> int:
     from .ncu import stall_profile, write_stalls
     from .profile import find_ncu, recording_path
-    from .progress import progress
     _need_gpu("pmpp profile --stalls reads Nsight Compute on a GPU; this machine has none (the notebooks "
               "show the recordings in results/stalls/)")
-    ncu = find_ncu()
-    out = args.out or recording_path("stalls")
-    plan = [(chapter, args.variants or [v.name for v in chapter.variants]) for chapter in _chapters(args.chapter)]
-    with progress(sum(len(names) for _, names in plan), "pmpp profile --stalls") as bar:
-        for chapter, names in plan:
-            problem = _problem(chapter, "cupy", None)
-            rows = []
-            for name in names:
-                bar.note(f"{chapter.name}/{name}")
-                rows += stall_profile(chapter, problem, [name], ncu=ncu)
-                bar.advance()
-            bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
-            for row in rows:
-                for k in row["kernels"]:
-                    m = k["metrics"]
-                    bar.print(f"{row['name'][:28]:28} {k['kernel'][:40]:40} "
-                              f"DRAM {m.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):5.1f}%  "
-                              f"issue {m.get('smsp__issue_active.avg.pct_of_peak_sustained_active', float('nan')):5.1f}%  "
-                              f"warps {m.get('sm__warps_active.avg.pct_of_peak_sustained_active', float('nan')):5.1f}%")
-            write_stalls(out, chapter.name, problem, rows)
+    ncu, out = find_ncu(), args.out or recording_path("stalls")
+    figures = (("DRAM", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+               ("issue", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+               ("warps", "sm__warps_active.avg.pct_of_peak_sustained_active"))
+    _profile_at_gpu_size(
+        [(chapter, args.variants or [v.name for v in chapter.variants]) for chapter in _chapters(args.chapter)],
+        "pmpp profile --stalls",
+        lambda chapter, problem, name: stall_profile(chapter, problem, [name], ncu=ncu),
+        lambda row: [f"{row['name'][:28]:28} {k['kernel'][:40]:40} " + "  ".join(
+            f"{label} {k['metrics'].get(metric, float('nan')):5.1f}%" for label, metric in figures) for k in row["kernels"]],
+        lambda chapter, problem, rows: write_stalls(out, chapter.name, problem, rows))
     print(f"\nwrote {out}")
     return 0
 
