@@ -36,6 +36,7 @@ def test_run_checks_and_times_the_chosen_variants(capsys):
     assert "03_shared_memory" in out and "14_warp_shuffle" in out and "01_simple" not in out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not installed")
 def test_every_kernel_compiles_for_every_gpu_from_t4_to_h100_without_spills(capsys):
     from pmpp.cli import kernel_targets

@@ -78,6 +78,7 @@ def _header_cub_version() -> str:
     return f"{number // 100000}.{number // 100 % 1000}.{number % 100}"
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_nvcc_builds_a_library_that_reports_the_headers_cub_version(monkeypatch, tmp_path):
     """Built for sm_90 here (no GPU is needed to build or to ask the version), cached, and loaded."""

@@ -166,6 +166,7 @@ def _workbook_variants():
                 yield chapter, variant
 
 
+@pytest.mark.slow
 def test_no_workbook_or_test_kernel_is_refused():
     covered, unchecked = set(), []
     for chapter, variant in _workbook_variants():

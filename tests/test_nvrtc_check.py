@@ -172,6 +172,7 @@ def test_only_front_end_options_reach_nvrtc():
                                               "--expt-relaxed-constexpr", "-U", "X"]
 
 
+@pytest.mark.slow
 def test_every_workbook_kernel_passes_nvrtc():
     checked, refused = 0, []
     for chapter in map(chapters.get, chapters.names()):

@@ -221,6 +221,7 @@ def test_release_refuses_a_notebook_solution_repeated_in_another_cell(tiny, tmp_
 # ----------------------------------------------------------------------------------------------
 # What is released: the workbook's list, not git's
 
+@pytest.mark.slow
 def test_the_released_set_does_not_depend_on_git_or_stray_files(tmp_path):
     ignore = shutil.ignore_patterns(".git", ".venv", ".ci", "*.egg-info", "tests")
     plain, tracked = tmp_path / "plain", tmp_path / "tracked"
@@ -301,6 +302,7 @@ def test_released_stubs_fail_grading_as_not_implemented(student_tree):
         assert not report.passed and "not implemented yet" in failed, str(report)
 
 
+@pytest.mark.slow
 def test_released_variants_built_on_exercises_compile(student_tree):
     built_on = 0
     for chapter in map(chapters.get, chapters.names()):
@@ -344,6 +346,7 @@ def quickstart(readme: str) -> list[str]:
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_the_students_quickstart_passes_in_the_release(student_tree, tmp_path):
     # `pip install` is the environment's business: the released package runs from PYTHONPATH, and
     # `pmpp` is its command line.
@@ -369,14 +372,19 @@ def test_the_students_quickstart_passes_in_the_release(student_tree, tmp_path):
             assert "`pmpp grade " in run.stdout
 
 
-@pytest.mark.slow
-def test_released_notebooks_run_under_nbval(student_tree):
+def test_released_code_is_the_one_the_notebooks_import(student_tree):
     probe = subprocess.run([sys.executable, "-c", "import pmpp; print(pmpp.kernels_dir())"],
                            cwd=student_tree, env=released_env(student_tree), capture_output=True, text=True,
                            check=True)
     assert Path(probe.stdout.strip()) == student_tree / "kernels"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb"))])
+def test_released_notebook_runs_under_nbval(student_tree, notebook):
+    # One notebook a test, so that a parallel run (pytest -n) spreads them over the workers.
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
-                          "notebooks"], cwd=student_tree, env=released_env(student_tree),
+                          f"notebooks/{notebook}"], cwd=student_tree, env=released_env(student_tree),
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout.splitlines()[-1]
@@ -430,6 +438,7 @@ def nbgrader_cli(root, *args):
     return run
 
 
+@pytest.mark.slow
 def test_nbgrader_generates_every_chapter_notebook(tmp_path):
     names = [p.stem for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
     root = course(tmp_path, names)
@@ -462,6 +471,7 @@ def test_nbgrader_autogrades_a_chapter(tmp_path):
         assert stub.score < stub.max_score
 
 
+@pytest.mark.slow
 def test_a_students_finished_kernel_grades_in_the_release(student_tree, tmp_path):
     # The student replaces the stub, its marker line included, as anyone would, and runs the
     # command the stub names, from the release's root and from another folder with the file's path.

@@ -178,6 +178,7 @@ def test_a_configured_variant_is_the_same_file_with_other_defines():
         v05.configured(TILE=4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["reduction:coarse_factor", "stencil:block_shape"])
 def test_every_configuration_a_sweep_records_is_right_on_the_cpu_engine(key):
     chapter = chapters.get(key.split(":")[0])

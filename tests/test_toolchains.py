@@ -137,6 +137,7 @@ def test_asking_the_compiler_about_a_target_leaves_no_files_behind(zig, tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @needs_zig
 @pytest.mark.parametrize("target", MACOS_TARGETS)
 def test_runtime_and_modules_build_for_macos(zig, target):
