@@ -1,4 +1,4 @@
-"""The ``pmpp`` command: list, run, bench, profile, check-kernels, notebooks, exercises, grade, release."""
+"""The ``pmpp`` command: list, run, bench, tune, profile, check-kernels, notebooks, exercises, grade, release."""
 from __future__ import annotations
 
 import argparse
@@ -53,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--all-problems", action="store_true",
                    help="also the chapter's other benchmark problems (dtypes, shapes, sweeps)")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("tune", help="on a GPU: search each variant's tunable parameters (block size, coarsening, "
+                                    "tiles, stages, time steps), check every candidate, and record the best "
+                                    "for this GPU model in results/tuned/, which run, bench and the notebooks use")
+    p.add_argument("chapter", nargs="+", help="chapter names, or 'all'")
+    p.add_argument("--variants", nargs="*", help="only these variants (names or numbers)")
+    p.add_argument("--out", help="recording (default: results/tuned/<gpu>.json)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("profile", help="why each variant is fast: counters per variant (CPU engine or "
                                        "Nsight Compute), DRAM traffic (Nsight Compute)")
@@ -154,6 +162,7 @@ def cmd_run(args) -> int:
             bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
             for note in notes:
                 bar.print(f"  {note}")
+            _say_tuned(chapter, variants, backend, bar)
             stubs += len(notes)
             if not variants:
                 continue
@@ -177,6 +186,14 @@ def cmd_run(args) -> int:
           + (f"; {not_run} cannot run here (above, with the reason)" if not_run else "")
           + (f"; {stubs} not implemented yet (above)." if stubs else "."))
     return 0
+
+
+def _say_tuned(chapter, variants, backend, bar) -> None:
+    """Name the tuned configurations a GPU run uses (pmpp.tuning), if any."""
+    if backend == "cupy":
+        from .tuning import current_gpu, describe
+        if line := describe(chapter, variants, current_gpu()):
+            bar.print(f"  {line}")
 
 
 def _racy(chapter, name) -> bool:
@@ -228,8 +245,10 @@ def cmd_bench(args) -> int:
     precompile([(chapter, chapter.variants) for chapter in _chapters(args.chapter)], "cupy")
     with progress(steps, "pmpp bench") as bar:
         for chapter, key, problems, variants in plan:
-            def report(problem, entries, chapter=chapter):
+            def report(problem, entries, chapter=chapter, variants=variants):
                 bar.print(f"\n== {chapter.title}: {chapter.describe(problem)} ==")
+                _say_tuned(chapter, [v if not isinstance(v, str) else chapter.variant(v)
+                                     for v in (variants if variants is not None else chapter.variants)], "cupy", bar)
                 bar.print(format_table(entries))
 
             entries = measure_problems(chapter, problems, backend="cupy", variants=variants, report=report,
@@ -237,6 +256,37 @@ def cmd_bench(args) -> int:
             write_results(out, key, timed(entries), limits)
     print(f"\nwrote {out}")
     return 0
+
+
+def cmd_tune(args) -> int:
+    from .progress import progress
+    from .results import device_info, git_commit, versions
+    from .tuning import recording_path, space, tune_variant, write
+    _need_gpu("pmpp tune times configurations on a GPU and needs one; without a GPU, "
+              "pmpp run checks any configuration on the CPU engine: pmpp.load(..., defines={...})")
+    plan = [(chapter, [v for v in (chapter.variants if not args.variants else map(chapter.variant, args.variants))
+                       if v.tunables]) for chapter in _chapters(args.chapter)]
+    device, software, commit = device_info("cupy"), versions("cupy"), git_commit() or "unknown"
+    out = args.out or recording_path(device["name"])
+    print(f"{backend_info('cupy')}\ntuning for the {device['name']}, recording in {out}", flush=True)
+    with progress(sum(len(variants) for _, variants in plan), "pmpp tune") as bar:
+        for chapter, variants in plan:
+            for variant in variants:
+                found = tune_variant(chapter, variant, progress=bar)
+                write(out, f"{chapter.name}/{variant.name}", found, device=device, software=software, commit=commit)
+                bar.print(_tuned_line(chapter, variant, found, len(space(variant))))
+                bar.advance(f"{chapter.name}/{variant.name}")
+    print(f"\nwrote {out}")
+    return 0
+
+
+def _tuned_line(chapter, variant, found, size) -> str:
+    setting = " ".join(f"{k}={v}" for k, v in found["config"].items())
+    versus = (f", default {found['default_us']:.1f} µs ({found['default_us'] / found['median_us']:.2f}x)"
+              if found["default_us"] else ", the default did not run")
+    margin = f"; runner-up +{found['runner_up_margin'] - 1:.1%}" if found["runner_up_margin"] else ""
+    return (f"{chapter.name}/{variant.name}: {setting} {found['median_us']:.1f} µs{versus}{margin} "
+            f"({found['candidates']} of {size} configurations tried, {len(found['rejected'])} rejected)")
 
 
 def cmd_profile(args) -> int:

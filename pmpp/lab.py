@@ -179,7 +179,11 @@ class Lab:
             print("On the CPU engine: these are CPU times of the CPU size; they check the kernels run and "
                   "say nothing about a GPU.")
         else:
-            print(f"Measured live on this GPU ({results.device_info('cupy')['name']}):")
+            from .tuning import current_gpu, describe
+            print(f"Measured live on this GPU ({current_gpu()}):")
+            tuned = describe(self.chapter, [self.chapter.variant(n) for n in names], current_gpu())
+            if tuned:
+                print(tuned)
         print(runner.format_table(live))
         return live
 

@@ -395,6 +395,9 @@ def _validate_entry(entry: Any, where: str, bad) -> None:
         bad(f"{where}.correct", "must be true, false or null", entry.get("correct"))
     if not isinstance(entry.get("noisy", False), bool):
         bad(f"{where}.noisy", "must be true or false", entry.get("noisy"))
+    if not isinstance(entry.get("config", {}), dict):
+        bad(f"{where}.config", "must be a JSON object (the tunable parameters the row was built with)",
+            entry.get("config"))
 
 
 def noisy(entry: Mapping[str, Any]) -> bool:

@@ -51,16 +51,28 @@ class Variant:
     gpu_only: bool = False         # uses what the CPU engine cannot run (e.g. tensor-core wmma/mma)
     min_arch: int = 0              # the GPU it needs, as in sm_90: 90 (e.g. bulk copies); 0 for any
     file: str = ""                 # the kernel file's stem where it is not ``name`` (see configured)
+    # The compile-time parameters ``pmpp tune`` may set, each with its legal values (the default,
+    # in ``defines``, among them), and which combinations are legal (None: all of them).
+    tunables: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    legal: Callable[[Mapping[str, Any]], bool] | None = None
 
     def configured(self, **defines: Any) -> "Variant":
         """This variant with some of its compile-time parameters set otherwise, named for them
         (``05_coarsened COARSE_FACTOR=8``): what a parameter sweep times. Same kernel file."""
+        setting = " ".join(f"{k}={v}" for k, v in defines.items())
+        return replace(self.with_defines(**defines), name=f"{self.name} {setting}")
+
+    def with_defines(self, **defines: Any) -> "Variant":
+        """This variant, under its own name, built with some compile-time parameters set otherwise
+        (a tuned configuration). Same kernel file."""
         if unknown := sorted(set(defines) - set(self.defines)):
             raise KeyError(f"{self.name} has no compile-time parameter {', '.join(unknown)}; "
                            f"its parameters are {', '.join(self.defines) or 'none'}")
-        setting = " ".join(f"{k}={v}" for k, v in defines.items())
-        return replace(self, name=f"{self.name} {setting}", file=self.file or self.name,
-                       defines={**self.defines, **defines})
+        return replace(self, file=self.file or self.name, defines={**self.defines, **defines})
+
+    def config(self) -> dict:
+        """The values of its tunable parameters it is built with."""
+        return {k: self.defines[k] for k in self.tunables}
 
     def supports(self, problem: Mapping[str, Any], backend: str = "cupy") -> bool:
         if self.gpu_only and backend != "cupy":

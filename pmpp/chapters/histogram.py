@@ -549,6 +549,23 @@ VARIANTS = (
             _dot("dot_float_atomic_kernel", np.float32), _dot_model, problem=_DOT),
 )
 
+# What `pmpp tune` may set for 09-12: the block, the blocks the grid holds per SM (each thread strides
+# through the input) and the 16-byte loads in flight per thread; a legal setting fits an SM's 2048
+# threads and, for 11's 32 copies of the bins, the H100's and H200's 227 KB of shared memory.
+VECTOR_TUNABLES = {"BLOCK_DIM": (128, 256, 512, 1024), "BLOCKS_PER_SM": (1, 2, 3, 4, 6, 8), "UNROLL": (1, 2, 4, 8)}
+
+
+def _fits_an_sm(d: Mapping[str, Any]) -> bool:
+    return d["BLOCK_DIM"] * d["BLOCKS_PER_SM"] <= 2048
+
+
+def _per_lane_fits_an_sm(d: Mapping[str, Any]) -> bool:
+    return _fits_an_sm(d) and 32 * d["NUM_BINS"] * 4 * d["BLOCKS_PER_SM"] <= 227 * 1024
+
+
+VARIANTS = tuple(replace(v, tunables=VECTOR_TUNABLES, legal=_per_lane_fits_an_sm if v.name == "11_per_lane" else _fits_an_sm)
+                 if v.name in ("09_vectorized", "10_per_warp", "11_per_lane", "12_register_counts") else v
+                 for v in VARIANTS)
 DOT_VARIANTS = tuple(v.name for v in VARIANTS if v.problem.get("op") == "dot")
 LETTERS_ONLY = ("12_register_counts",)     # kernels that count letters only (NUM_BINS 7)
 

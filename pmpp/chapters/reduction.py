@@ -461,8 +461,21 @@ _VARIANTS = (
                          many_waves=True, defines=_B_U),
             _single_pass_model, defines=_B_U, problem={"op": "max"}),
 )
+# What `pmpp tune` may set, per variant: the block size of every tree (a power of two; 64 at least
+# where the last warp is unrolled), the shuffle kernels' whole warps, and the elements a thread takes
+# before the tree (05's COARSE_FACTOR, 15-17's float4 loads in flight).
+_TREE_BLOCKS = (64, 128, 256, 512, 1024)
+_WARP_BLOCKS = (128, 256, 512, 1024)
+TUNABLES = {
+    **{name: {"BLOCK_DIM": _TREE_BLOCKS} for name in ("01_simple", "02_convergent", "03_shared_memory",
+                                                     "04_segmented", "06_reduce0", "07_reduce1", "08_reduce2",
+                                                     "09_reduce3", "11_reduce4")},
+    "05_coarsened": {"BLOCK_DIM": _TREE_BLOCKS, "COARSE_FACTOR": (1, 2, 4, 8, 16, 32)},
+    "14_warp_shuffle": {"BLOCK_DIM": _WARP_BLOCKS},
+    **{name: {"BLOCK_DIM": _WARP_BLOCKS, "UNROLL": (1, 2, 4, 8)} for name in ("15_vectorized", "16_one_pass", "17_max")},
+}
 # The kernels index with 32-bit unsigned ints: i + BLOCK_DIM and the like must not wrap.
-VARIANTS = tuple(replace(v, max_n=MAX_N) for v in _VARIANTS)
+VARIANTS = tuple(replace(v, max_n=MAX_N, tunables=TUNABLES.get(v.name, {})) for v in _VARIANTS)
 
 CHAPTER = Chapter(
     name="reduction",
