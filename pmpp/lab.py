@@ -66,18 +66,29 @@ class Lab:
 
     def recording(self, gpu: str, *names: str, key: str | None = None) -> dict:
         """The newest run on ``gpu`` whose ``key`` (default: the chapter's own problem) has every
-        one of ``names``."""
+        one of ``names`` as the workbook defines it: a row built with a tuned configuration
+        (:mod:`pmpp.tuning`) is not the variant the notebook's text is about."""
         key = key or self.key
         for run in self.runs.get(gpu, []):
-            have = {e["name"] for e in run["chapters"].get(key, ())}
+            have = {e["name"] for e in run["chapters"].get(key, ()) if self._as_defined(e)}
             if set(names) <= have and have:
                 return run
         raise KeyError(f"no recording on the {gpu} has {', '.join(names) or key} under {key!r}; "
                        f"recorded GPUs: {', '.join(self.gpus) or 'none'} (pmpp bench records one)")
 
+    def _as_defined(self, entry: Mapping[str, Any]) -> bool:
+        """A row of the variant with its default configuration (or of anything without one)."""
+        if "config" not in entry or entry["kind"] != "variant":
+            return True
+        try:
+            return entry["config"] == self.chapter.variant(entry["name"]).config()
+        except KeyError:
+            return True       # a configured sweep row names its own configuration
+
     def rows(self, gpu: str, *names: str, key: str | None = None) -> dict[str, dict]:
-        """Name -> entry of :meth:`recording`."""
-        return {e["name"]: e for e in self.recording(gpu, *names, key=key)["chapters"][key or self.key]}
+        """Name -> entry of :meth:`recording` (the rows as the workbook defines them)."""
+        return {e["name"]: e for e in self.recording(gpu, *names, key=key)["chapters"][key or self.key]
+                if self._as_defined(e)}
 
     def entry(self, name: str, gpu: str, *, key: str | None = None) -> dict:
         return self.rows(gpu, name, key=key)[name]

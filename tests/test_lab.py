@@ -107,3 +107,14 @@ def test_stall_figures_of_a_recorded_gpu():
 def test_a_share_of_the_compute_roof_counts_flops(two_gpus):
     e = two_gpus.entry("15_vectorized", "H200")
     assert two_gpus.roof_share("15_vectorized", "H200", "fp32_gflops") == pytest.approx(e["gflops"] / 60000.0)
+
+
+def test_a_tuned_row_is_not_the_variant_the_text_is_about(two_gpus, tmp_path):
+    tuned = {**row("05_coarsened", 246.0), "config": {"BLOCK_DIM": 256, "COARSE_FACTOR": 16}}
+    default = {**row("15_vectorized", 250.0), "config": {"BLOCK_DIM": 1024, "UNROLL": 4}}
+    recording(tmp_path, "NVIDIA H200", "ccccccc", "2026-11-30T06:00:00+00:00",
+              {"reduction": [tuned, default, row("cub::DeviceReduce", 250.5, "library")]}, 4336.0)
+    lab = Lab("reduction", directory=tmp_path)
+    assert lab.time("05_coarsened", "H200") == 338.4            # the older run's default row
+    assert lab.time("15_vectorized", "H200") == 250.0           # the newest run: its default configuration
+    assert "05_coarsened" not in lab.rows("H200", "15_vectorized")
