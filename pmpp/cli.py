@@ -149,6 +149,7 @@ def _problem(chapter, backend, n):
 def cmd_run(args) -> int:
     from .progress import progress
     from .runner import QUICK_REPEATS, format_table, measure, precompile, split_stubs
+    from .tuning import for_this_gpu
     backend = resolve_backend(args.backend)
     print(backend_info(backend), flush=True)
     plan = [(chapter, *split_stubs(chapter, [chapter.variant(v) for v in args.variants]
@@ -167,8 +168,8 @@ def cmd_run(args) -> int:
             if not variants:
                 continue
             failed += _verify_sizes(chapter, variants, backend, bar)
-            entries = measure(chapter, backend=backend, problem=problem, variants=variants, skipped=True,
-                              repeats=QUICK_REPEATS[backend], torch=args.torch, progress=bar)
+            entries = measure(chapter, backend=backend, problem=problem, variants=for_this_gpu(chapter, variants, backend),
+                              skipped=True, repeats=QUICK_REPEATS[backend], torch=args.torch, progress=bar)
             bar.print(format_table(entries))
             not_run += sum(1 for e in entries if e.get("skipped") and e["kind"] == "variant")
             for e in entries:
@@ -230,6 +231,7 @@ def cmd_bench(args) -> int:
     from .progress import progress
     from .results import default_path, write_results
     from .runner import format_table, measure_problems, precompile, timed
+    from .tuning import for_this_gpu
     _need_gpu("pmpp bench records GPU measurements and needs a GPU; on the CPU engine use 'pmpp run' "
               "(its times are CPU times)")
     limits = ceilings()
@@ -251,8 +253,9 @@ def cmd_bench(args) -> int:
                                      for v in (variants if variants is not None else chapter.variants)], "cupy", bar)
                 bar.print(format_table(entries))
 
-            entries = measure_problems(chapter, problems, backend="cupy", variants=variants, report=report,
-                                       skipped=True, progress=bar)
+            entries = measure_problems(chapter, problems, backend="cupy", report=report, skipped=True, progress=bar,
+                                       variants=for_this_gpu(chapter, variants if variants is not None
+                                                             else chapter.variants, "cupy"))
             write_results(out, key, timed(entries), limits)
     print(f"\nwrote {out}")
     return 0

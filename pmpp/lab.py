@@ -20,7 +20,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import chapters as _chapters
-from . import plots, results, runner
+from . import plots, results, runner, tuning
 from .backends import backend_info, resolve_backend
 from .errors import PmppError
 from .source import resolve
@@ -47,10 +47,14 @@ class Lab:
         self.key = key or self.chapter.name
         self.backend = resolve_backend("auto")
         runs: dict[str, list[dict]] = {}
+        tuned: dict[str, list[dict]] = {}
         for run in sorted(results.recorded(directory=directory), key=lambda r: r["date"]):
-            if any(k == self.chapter.name or k.startswith(self.chapter.name + ":") for k in run["chapters"]):
-                runs.setdefault(short_name(run["device"]["name"]), []).insert(0, run)
-        self.runs = runs
+            keys = [k for k in run["chapters"] if k == self.chapter.name or k.startswith(self.chapter.name + ":")]
+            if keys:
+                as_defined = all(tuning.as_defined(self.chapter, e) for k in keys for e in run["chapters"][k])
+                (runs if as_defined else tuned).setdefault(short_name(run["device"]["name"]), []).insert(0, run)
+        self.runs = runs                  # the variants as the workbook defines them: what the text is about
+        self.tuned_runs = tuned           # runs with tuned configurations (pmpp tune), newest first
         self.gpus = list(runs)            # in the order each GPU was first recorded
 
     def __repr__(self) -> str:
@@ -66,29 +70,19 @@ class Lab:
 
     def recording(self, gpu: str, *names: str, key: str | None = None) -> dict:
         """The newest run on ``gpu`` whose ``key`` (default: the chapter's own problem) has every
-        one of ``names`` as the workbook defines it: a row built with a tuned configuration
-        (:mod:`pmpp.tuning`) is not the variant the notebook's text is about."""
+        one of ``names``. Runs whose variants were built with tuned configurations
+        (:mod:`pmpp.tuning`) are not among them: the text is about the variants as defined."""
         key = key or self.key
         for run in self.runs.get(gpu, []):
-            have = {e["name"] for e in run["chapters"].get(key, ()) if self._as_defined(e)}
+            have = {e["name"] for e in run["chapters"].get(key, ())}
             if set(names) <= have and have:
                 return run
         raise KeyError(f"no recording on the {gpu} has {', '.join(names) or key} under {key!r}; "
                        f"recorded GPUs: {', '.join(self.gpus) or 'none'} (pmpp bench records one)")
 
-    def _as_defined(self, entry: Mapping[str, Any]) -> bool:
-        """A row of the variant with its default configuration (or of anything without one)."""
-        if "config" not in entry or entry["kind"] != "variant":
-            return True
-        try:
-            return entry["config"] == self.chapter.variant(entry["name"]).config()
-        except KeyError:
-            return True       # a configured sweep row names its own configuration
-
     def rows(self, gpu: str, *names: str, key: str | None = None) -> dict[str, dict]:
-        """Name -> entry of :meth:`recording` (the rows as the workbook defines them)."""
-        return {e["name"]: e for e in self.recording(gpu, *names, key=key)["chapters"][key or self.key]
-                if self._as_defined(e)}
+        """Name -> entry of :meth:`recording`."""
+        return {e["name"]: e for e in self.recording(gpu, *names, key=key)["chapters"][key or self.key]}
 
     def entry(self, name: str, gpu: str, *, key: str | None = None) -> dict:
         return self.rows(gpu, name, key=key)[name]
@@ -109,8 +103,9 @@ class Lab:
         rows = self.rows(gpu, slow, fast, key=key)
         return _steady(rows[slow], gpu)["median_us"] / _steady(rows[fast], gpu)["median_us"]
 
-    def ceilings(self, gpu: str) -> dict:
-        return self.runs[gpu][0]["ceilings"]
+    def ceilings(self, gpu: str, *names: str, key: str | None = None) -> dict:
+        """The measured ceilings of :meth:`recording` (with no names: of the newest run)."""
+        return self.recording(gpu, *names, key=key)["ceilings"] if names else self.runs[gpu][0]["ceilings"]
 
     def label(self, gpu: str, *names: str, key: str | None = None) -> str:
         return results.label(self.recording(gpu, *names, key=key))
@@ -140,10 +135,11 @@ class Lab:
         """The time floor over the recorded time: ``bytes`` (default: the row's own model bytes;
         for the compute roof ``"fp32_gflops"``, its flops) at ``gpu``'s measured ``roof`` over its
         ``at`` time (median; q1/q3 for spreads)."""
-        e = self.entry(name, gpu, key=key)
+        run = self.recording(gpu, name, key=key)          # the row's own run: its time against its ceilings
+        e = {x["name"]: x for x in run["chapters"][key or self.key]}[name]
         rate = "gflops" if roof == "fp32_gflops" else "gbps"
         per_us = bytes / (e[at] * 1e3) if bytes is not None else e[rate] * e["median_us"] / e[at]
-        return per_us / self.ceilings(gpu)[roof]
+        return per_us / run["ceilings"][roof]
 
     # -- this machine ---------------------------------------------------------------------------
 
@@ -185,14 +181,13 @@ class Lab:
 
     def measure_here(self, names: Sequence[str]) -> list[dict]:
         """Check and time ``names`` on this machine's backend; print the table and what it means."""
-        live = runner.measure(self.chapter, variants=list(names))
+        live = runner.measure(self.chapter, variants=tuning.for_this_gpu(self.chapter, names, self.backend))
         if self.backend == "cpu":
             print("On the CPU engine: these are CPU times of the CPU size; they check the kernels run and "
                   "say nothing about a GPU.")
         else:
-            from .tuning import current_gpu, describe
-            print(f"Measured live on this GPU ({current_gpu()}):")
-            tuned = describe(self.chapter, [self.chapter.variant(n) for n in names], current_gpu())
+            print(f"Measured live on this GPU ({tuning.current_gpu()}):")
+            tuned = tuning.describe(self.chapter, [self.chapter.variant(n) for n in names], tuning.current_gpu())
             if tuned:
                 print(tuned)
         print(runner.format_table(live))

@@ -188,7 +188,7 @@ def exact_check(output, reference) -> CheckResult:
 
 def measure(chapter: Chapter, *, backend="auto", problem=None,
             variants: Iterable[str | Variant] | None = None, library=True, seed=None,
-            skipped=False, repeats=None, torch=True, progress=None, tuned=True) -> list[dict]:
+            skipped=False, repeats=None, torch=True, progress=None) -> list[dict]:
     """Check and time each variant (and the library routines) on one problem: result entries
     as ``pmpp.results`` stores them. ``variants``: names, or variants themselves (e.g. one
     re-targeted to other inputs); by default all of the chapter's (an empty list: none).
@@ -204,9 +204,8 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
     each PyTorch routine left out because importing PyTorch takes seconds): no time, ``correct``
     None, and ``"skipped"`` saying why (see :func:`why_not`). ``repeats``: :func:`pmpp.bench`'s
     arguments (default :data:`REPEATS` for the backend). ``progress``: an object with
-    ``advance(label)`` (see :mod:`pmpp.progress`), told after each row. On a GPU with a tuning
-    recorded for it (:mod:`pmpp.tuning`), a variant is built with its tuned configuration unless
-    ``tuned=False``; a row of a variant with tunables keeps its configuration (``"config"``)."""
+    ``advance(label)`` (see :mod:`pmpp.progress`), told after each row. A row of a variant with
+    tunables keeps the configuration it was built with (``"config"``; :mod:`pmpp.tuning`)."""
     backend = resolve_backend(backend)
     cases = _Cases(chapter, array_module(backend), np.random.default_rng(seed))
     judge = _judge(chapter)
@@ -215,9 +214,6 @@ def measure(chapter: Chapter, *, backend="auto", problem=None,
     wanted = [chapter.variant(v) if isinstance(v, str) else v
               for v in (chapter.variants if variants is None else variants)]
     chosen = implemented(chapter, wanted) if wanted else []
-    if tuned and backend == "cupy":
-        from .tuning import current_gpu, tuned_variant
-        chosen = [tuned_variant(chapter, v, current_gpu()) for v in chosen]
     entries = []
     for variant in chosen:
         p = problem_for(variant, base)

@@ -121,8 +121,7 @@ def tune_variant(chapter: Chapter, variant: Variant, problem: Mapping[str, Any] 
                 small = runner.problem_for(candidate, {**problem, "n": n}) if "n" in problem else problem
                 if not runner.verify(chapter, candidate, small, backend=backend).ok:
                     return None
-            entry = runner.measure(chapter, backend=backend, problem=problem, variants=[candidate], library=False,
-                                   tuned=False)[0]
+            entry = runner.measure(chapter, backend=backend, problem=problem, variants=[candidate], library=False)[0]
         except (PmppError, ValueError, RuntimeError):
             return None      # does not build or cannot run this configuration: not a candidate
         unsteady = entry.get("noisy") and backend == "cupy"      # still noisy after its retakes: no time to trust
@@ -194,6 +193,14 @@ def tuned_variant(chapter: Chapter, variant: Variant, device_name: str | None,
     return variant.with_defines(**config)
 
 
+def for_this_gpu(chapter: Chapter, variants: Iterable[Any], backend: str) -> list[Variant]:
+    """``variants`` (names or variants) as a run on ``backend`` builds them: on a GPU with a tuning
+    recorded for it, each with its tuned configuration; else as defined."""
+    chosen = [chapter.variant(v) if isinstance(v, str) else v for v in variants]
+    gpu = current_gpu() if backend == "cupy" else None
+    return [tuned_variant(chapter, v, gpu) for v in chosen] if gpu else chosen
+
+
 def describe(chapter: Chapter, variants: Iterable[Variant], device_name: str | None) -> str | None:
     """One line saying which tuned configurations a run on ``device_name`` uses, or None."""
     used = []
@@ -204,6 +211,25 @@ def describe(chapter: Chapter, variants: Iterable[Variant], device_name: str | N
     if not used:
         return None
     return f"tuned for the {device_name} (results/{TUNED_DIR}/{recording_path(device_name).name}): " + "; ".join(used)
+
+
+def as_defined(chapter: Chapter, entry: Mapping[str, Any]) -> bool:
+    """Whether a results row is of a variant as the workbook defines it (its default configuration),
+    or of a library routine, or of a sweep that names its own configuration; False for a row that
+    ``pmpp tune``'s configuration built."""
+    if "config" not in entry or entry["kind"] != "variant":
+        return True
+    try:
+        return entry["config"] == chapter.variant(entry["name"]).config()
+    except KeyError:
+        return True
+
+
+def run_as_defined(run: Mapping[str, Any]) -> bool:
+    """Whether every row of a recorded run is :func:`as_defined`."""
+    from . import chapters
+    return all(as_defined(chapters.get(key.split(":")[0]), e) for key, entries in run["chapters"].items()
+               for e in entries)
 
 
 def current_gpu() -> str | None:
