@@ -681,6 +681,8 @@ TILES = {"01_naive": (1, 1), "02_shared_tiles": (16, 16), "03_warp_tile": (16, 1
          "09_register_blocking": (128, 128), "10_wgmma_tma": (128, 128)}
 """The output tile (filters x pixels) a block computes, for :func:`load_intensity`."""
 
+REGISTER_BLOCKING = {"TILE_K": 16, "STAGES": 3, "MIN_BLOCKS": 2, "THREAD_M": 16}   # 09's file's defaults
+
 VARIANTS = (
     Variant("01_naive", "naive: one output per thread", "PMPP 7.2",
             _launch_naive, _model(), defines={"BLOCK_DIM": 256}),
@@ -701,7 +703,11 @@ VARIANTS = (
             problem={"precision": "tf32"}, gpu_only=True, min_arch=80),
     Variant("09_register_blocking", "16 x 8 outputs per thread, 128 threads, cp.async stages",
             "beyond the book", _rsc("ImplicitGemmRegisterBlockingKernel", threads=128),
-            _model(rearranges_filter=True)),
+            _model(rearranges_filter=True), defines=REGISTER_BLOCKING,
+            # What `pmpp tune` may set: the step's channels, the stages in flight (within the 48 KB of
+            # static shared memory), the registers' promise of blocks per SM, the thread's patch
+            tunables={"TILE_K": (8, 16), "STAGES": (2, 3, 4, 5, 6), "MIN_BLOCKS": (1, 2, 3), "THREAD_M": (8, 16)},
+            legal=lambda d: d["STAGES"] * d["TILE_K"] * (128 + 128) * 4 <= 48 * 1024),
     Variant("10_wgmma_tma", "Hopper: wgmma from shared memory, TMA loads, 3 stages", "beyond the book",
             _launch_wgmma, _wgmma_model, problem={"precision": "tf32"}, gpu_only=True, min_arch=90),
 )

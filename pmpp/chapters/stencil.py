@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 import pmpp
+
 from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
 from pmpp.chapters.draw import generator_for, host
 
@@ -519,6 +521,30 @@ VARIANTS = (
              "PipelinedStencilKernel", _shape_vector, _PIPELINED),
     temporal_variant(),
 )
+
+# What `pmpp tune` may set: 01's block shape, the plane tile of 03 and 04, and the aligned kernels'
+# block, the planes a block walks and how far ahead it loads (08's TIME_STEPS stays: it is the problem).
+def _whole_warps(d: Mapping[str, Any]) -> bool:
+    threads = d["BLOCK_X"] * d["BLOCK_Y"] * d.get("BLOCK_Z", 1)
+    return threads % 32 == 0 and threads <= 1024
+
+
+def _temporal_fits(d: Mapping[str, Any]) -> bool:
+    return _whole_warps(d) and d["BLOCK_Y"] > 2 * d["TIME_STEPS"]
+
+
+TUNABLES = {
+    "01_basic": ({"BLOCK_X": (8, 16, 32, 64, 128, 256), "BLOCK_Y": (1, 2, 4, 8, 16), "BLOCK_Z": (1, 2, 4, 8)},
+                 lambda d: _whole_warps(d) and d["BLOCK_X"] * d["BLOCK_Y"] * d["BLOCK_Z"] >= 128),
+    "03_thread_coarsening": ({"IN_TILE_DIM": (16, 32)}, None),
+    "04_register_tiling": ({"IN_TILE_DIM": (16, 32)}, None),
+    "07_pipelined": ({"BLOCK_X": (8, 16, 32), "BLOCK_Y": (4, 8, 16, 32), "Z_TILE": (16, 32, 64, 128),
+                      "PREFETCH": (1, 2, 3)}, _whole_warps),
+    "08_temporal_blocking": ({"BLOCK_X": (8, 16, 32), "BLOCK_Y": (16, 24, 32, 48, 64), "Z_TILE": (64, 128, 256),
+                              "PREFETCH": (1, 2, 3)}, _temporal_fits),
+}
+VARIANTS = tuple(replace(v, tunables=TUNABLES[v.name][0], legal=TUNABLES[v.name][1]) if v.name in TUNABLES else v
+                 for v in VARIANTS)
 
 CHAPTER = Chapter(
     name="stencil",
