@@ -97,16 +97,18 @@ def refuse_host_calls(src, prepared, filename, flags, out_dir, options=None, nam
             raise refused
         return verdict(True)
     _toolchain.refuse_special_includes(src, filename, out_dir, _toolchain._include_dirs(flags))
-    found = _assembly(cc, prepared, flags, Path(out_dir), key, filename)
-    if found is None:
-        return verdict(False, "the source does not compile (the compile reports why)")
-    asm, deps = found
-    problems = find_host_calls(parse_assembly(asm, out_dir), relaxed)
-    if problems:
-        raise _error(problems, src, filename)
-    tmp = _toolchain._tmp_name(verdict_file)
-    tmp.write_text(json.dumps(deps))
-    os.replace(tmp, verdict_file)
+    with _toolchain.building(Path(out_dir) / f"devcheck-{key}"):
+        if not (verdict_file.exists() and _toolchain._deps_current(verdict_file)):
+            found = _assembly(cc, prepared, flags, Path(out_dir), key, filename)
+            if found is None:
+                return verdict(False, "the source does not compile (the compile reports why)")
+            asm, deps = found
+            problems = find_host_calls(parse_assembly(asm, out_dir), relaxed)
+            if problems:
+                raise _error(problems, src, filename)
+            tmp = _toolchain._tmp_name(verdict_file)
+            tmp.write_text(json.dumps(deps))
+            os.replace(tmp, verdict_file)
     if refused:
         raise refused
     return verdict(True)

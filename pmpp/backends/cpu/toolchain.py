@@ -13,7 +13,9 @@ wall-clock timeout that stops the whole group; ``#include`` of device and system
 /proc, /sys, pipes) is refused before g++ starts.
 """
 
+import contextlib
 import difflib
+import fcntl
 import functools
 import hashlib
 import itertools
@@ -279,6 +281,20 @@ def _tmp_name(final):
     return final.with_name(f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
+@contextlib.contextmanager
+def building(stem):
+    """Hold ``stem``.lock, an exclusive lock between processes, while the files named ``stem``.*
+    are built: two compiles of one source at once (pytest-xdist's workers, two notebooks) may not
+    both run, since zig's clang can then see the source twice ("redefinition of ...")."""
+    lock = Path(f"{stem}.lock")
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
 def runtime_library(target=None):
     """Path of the runtime library (built on first use, then cached), for the host or for
     ``target`` (see :func:`cxx`)."""
@@ -292,6 +308,13 @@ def _runtime_library(cc):
     out = cache_dir() / f"libpmpp_cpu_rt-{key}{cc.library_suffix}"
     if out.exists():
         return out
+    with building(cache_dir() / f"libpmpp_cpu_rt-{key}"):
+        if not out.exists():
+            _build_runtime(cc, inc, lib, out)
+    return out
+
+
+def _build_runtime(cc, inc, lib, out):
     tmp = _tmp_name(out)
     cmd = [*cc.command, "-std=c++17", "-O2", *cc.common_flags(), "-iquote", str(INCLUDE_DIR)]
     if inc:
@@ -306,7 +329,6 @@ def _runtime_library(cc):
             f"pmpp's CPU engine could not build its runtime library ({_INSTALL_HINT}):\n"
             f"{shlex.join(cmd)}\n{proc.stderr}")
     os.replace(tmp, out)
-    return out
 
 
 def _boost_link_flags(cc, lib):
@@ -446,46 +468,49 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
                                                names[n_kernel_names:])
     if so.exists() and _deps_current(deps_json):
         return so
-    refuse_special_includes(src, filename, out_dir, _include_dirs(flags))
-    cpp = out_dir / f"mod-{key}.cpp"
-    tmp_cpp = _tmp_name(cpp)
-    tmp_cpp.write_text(prepared)
-    os.replace(tmp_cpp, cpp)
-    other_flags, macro_include, macros_h = macros_after_prelude(flags, out_dir, f"mod-{key}")
-    tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
-    obj = out_dir / f"mod-{key}.o"
-    tmp_obj = _tmp_name(obj)
-    # Compile and link separately: the compiler would add its ThreadSanitizer runtime to a
-    # -fsanitize=thread link.
-    compile_cmd = [*cc.command, *cc.common_flags(), *mode_flags, *other_flags, "-c",
-                   f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
-                   "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h", *macro_include,
-                   "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
-    # Apple's linker leaves the debug information in the object file (the library names it), so
-    # on macOS the object is kept beside the library under its final name.
-    linked_obj = obj if cc.macos else tmp_obj
-    link_cmd = [*cc.command, *cc.common_flags(), "-shared", str(linked_obj), "-o", str(tmp_so),
-                str(runtime), f"-Wl,-rpath,{runtime.parent}", *cc.module_link_flags()]
-    try:
-        status, log = run_limited(compile_cmd, out_dir, filename)
-        if status == 0:
-            if cc.macos:
-                os.replace(tmp_obj, obj)
-            status, log = run_limited(link_cmd, out_dir, filename)
-        if status != 0:
-            raise compile_error(log, filename, names, n_kernel_names, src)
-    except BaseException:
-        tmp_so.unlink(missing_ok=True)
+    with building(out_dir / f"mod-{key}"):
+        if so.exists() and _deps_current(deps_json):
+            return so   # another process built it while this one waited
+        refuse_special_includes(src, filename, out_dir, _include_dirs(flags))
+        cpp = out_dir / f"mod-{key}.cpp"
+        tmp_cpp = _tmp_name(cpp)
+        tmp_cpp.write_text(prepared)
+        os.replace(tmp_cpp, cpp)
+        other_flags, macro_include, macros_h = macros_after_prelude(flags, out_dir, f"mod-{key}")
+        tmp_so, tmp_dep = _tmp_name(so), _tmp_name(out_dir / f"mod-{key}.d")
+        obj = out_dir / f"mod-{key}.o"
+        tmp_obj = _tmp_name(obj)
+        # Compile and link separately: the compiler would add its ThreadSanitizer runtime to a
+        # -fsanitize=thread link.
+        compile_cmd = [*cc.command, *cc.common_flags(), *mode_flags, *other_flags, "-c",
+                       f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
+                       "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h", *macro_include,
+                       "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
+        # Apple's linker leaves the debug information in the object file (the library names it), so
+        # on macOS the object is kept beside the library under its final name.
+        linked_obj = obj if cc.macos else tmp_obj
+        link_cmd = [*cc.command, *cc.common_flags(), "-shared", str(linked_obj), "-o", str(tmp_so),
+                    str(runtime), f"-Wl,-rpath,{runtime.parent}", *cc.module_link_flags()]
+        try:
+            status, log = run_limited(compile_cmd, out_dir, filename)
+            if status == 0:
+                if cc.macos:
+                    os.replace(tmp_obj, obj)
+                status, log = run_limited(link_cmd, out_dir, filename)
+            if status != 0:
+                raise compile_error(log, filename, names, n_kernel_names, src)
+        except BaseException:
+            tmp_so.unlink(missing_ok=True)
+            tmp_dep.unlink(missing_ok=True)
+            raise
+        finally:
+            tmp_obj.unlink(missing_ok=True)
+        deps = _dependencies(tmp_dep, cpp, macros_h)
         tmp_dep.unlink(missing_ok=True)
-        raise
-    finally:
-        tmp_obj.unlink(missing_ok=True)
-    deps = _dependencies(tmp_dep, cpp, macros_h)
-    tmp_dep.unlink(missing_ok=True)
-    tmp_json = _tmp_name(deps_json)
-    tmp_json.write_text(json.dumps(deps))
-    os.replace(tmp_json, deps_json)
-    os.replace(tmp_so, so)
+        tmp_json = _tmp_name(deps_json)
+        tmp_json.write_text(json.dumps(deps))
+        os.replace(tmp_json, deps_json)
+        os.replace(tmp_so, so)
     return so
 
 
