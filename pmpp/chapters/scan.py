@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from dataclasses import replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -586,6 +587,42 @@ VARIANTS = (
              _single_pass("12_bulk_copy_lookback", "BulkCopyLookbackScan"),
              _single_pass_model, "BulkCopyLookbackScan", min_arch=90),
 )
+
+
+def _sections_fit(d: Mapping[str, Any]) -> bool:
+    """06-08's static shared memory (the padded section and two rows of sums) within 48 KB."""
+    section = d["BLOCK_DIM"] * d["COARSE_FACTOR"]
+    return 4 * (section + section // 32 + 2 * d["BLOCK_DIM"]) <= 48 * 1024
+
+
+def _fits_an_sm(d: Mapping[str, Any]) -> bool:
+    return d["BLOCK_DIM"] * d.get("BLOCKS_PER_SM", d.get("MIN_BLOCKS", 1)) <= 2048
+
+
+def _split_tile_fits(d: Mapping[str, Any]) -> bool:
+    """11 and 12: some rows in registers, some in shared memory (static: within 48 KB)."""
+    return (_fits_an_sm(d) and 1 <= d["SMEM_VECS"] < d["VECS_PER_THREAD"]
+            and 16 * d["SMEM_VECS"] * d["BLOCK_DIM"] <= 48 * 1024)
+
+
+# What `pmpp tune` may change (the defaults above among them): the block, the elements per
+# thread, how the tile splits between registers and shared memory, and how many blocks the
+# registers are budgeted for.
+_SPLIT_TILE = {"BLOCK_DIM": (128, 256, 512), "VECS_PER_THREAD": (8, 12, 16, 20, 24),
+               "SMEM_VECS": (4, 6, 8, 11, 12, 16), "MIN_BLOCKS": (1, 2, 3, 4)}
+_SECTIONS = {"BLOCK_DIM": (128, 256, 512, 1024), "COARSE_FACTOR": (2, 4, 8, 16)}
+TUNABLES = {
+    "06_hierarchical": (_SECTIONS, _sections_fit),
+    "07_stream_based": (_SECTIONS, _sections_fit),
+    "08_decoupled_lookback": (_SECTIONS, _sections_fit),
+    "09_vectorized_lookback": ({"BLOCK_DIM": (64, 128, 256, 512), "VECS_PER_THREAD": (4, 8, 12, 16, 24)}, None),
+    "10_pipelined_lookback": ({"BLOCK_DIM": (128, 256, 512), "VECS_PER_THREAD": (4, 6, 8, 12),
+                               "BLOCKS_PER_SM": (1, 2, 3, 4)}, _fits_an_sm),
+    "11_async_copy_lookback": (_SPLIT_TILE, _split_tile_fits),
+    "12_bulk_copy_lookback": (_SPLIT_TILE, _split_tile_fits),
+}
+VARIANTS = tuple(replace(v, tunables=TUNABLES[v.name][0], legal=TUNABLES[v.name][1]) if v.name in TUNABLES else v
+                 for v in VARIANTS)
 
 CHAPTER = Chapter(
     name="scan",
