@@ -15,10 +15,25 @@ def test_every_goal_is_measured_on_both_gpus_and_every_shortfall_says_why():
     every = goals.tables()
     assert {"NVIDIA H100 80GB HBM3", "NVIDIA H200"} <= every.keys()
     for device, rows in every.items():
-        assert {r["chapter"] for r in rows} == {"reduction", "scan", "histogram", "stencil", "implicit_gemm"}
+        assert {r["chapter"] for r in rows} == {g.chapter for g in goals.GOALS} >= {
+            "reduction", "scan", "histogram", "stencil", "implicit_gemm", "convolution", "pooling", "upsample"}
         for r in rows:
-            assert r["ratio"] > 0 and r["met"] == (r["ratio"] >= r["target"]) and device in r["run"]
-            assert r["met"] or "Nsight Compute" in r["why"], r
+            assert r["ratio"] > 0 and device in r["run"]
+            if r["held_from"] == device:
+                assert r["met"] is None    # the GPU whose ratio is the goal: nothing to compare
+            else:
+                assert r["met"] == (r["ratio"] >= r["target"])
+            # a shortfall is explained by Nsight Compute's figures, or says no recording has them
+            assert r["met"] is not False or "cycles" in r["why"] or r["why"].startswith(goals.NOT_PROFILED), r
+
+
+def test_a_held_goal_asks_for_the_reference_gpus_ratio():
+    h200 = {r["goal"]: r for r in goals.table("NVIDIA H200")}
+    h100 = {r["goal"]: r for r in goals.table(goals.REFERENCE_GPU)}
+    held = [g for g in goals.GOALS if g.held_from]
+    assert held
+    for g in held:
+        assert h200[g.what]["target"] == goals.HELD_WITHIN * h100[g.what]["ratio"]
 
 
 def test_a_slower_best_variant_would_miss_its_goal():

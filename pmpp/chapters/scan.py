@@ -600,9 +600,12 @@ def _fits_an_sm(d: Mapping[str, Any]) -> bool:
 
 
 def _split_tile_fits(d: Mapping[str, Any]) -> bool:
-    """11 and 12: some rows in registers, some in shared memory (static: within 48 KB)."""
+    """11 and 12: some rows in registers, some in shared memory; static shared memory (those
+    rows, each row's warp totals and two words) within 48 KB."""
+    rows = 16 * d["SMEM_VECS"] * d["BLOCK_DIM"]
+    totals = 4 * d["VECS_PER_THREAD"] * (d["BLOCK_DIM"] // 32)
     return (_fits_an_sm(d) and 1 <= d["SMEM_VECS"] < d["VECS_PER_THREAD"]
-            and 16 * d["SMEM_VECS"] * d["BLOCK_DIM"] <= 48 * 1024)
+            and rows + totals + 8 <= 48 * 1024)
 
 
 # What `pmpp tune` may change (the defaults above among them): the block, the elements per
