@@ -208,7 +208,7 @@ def _report_cache(nvcc: str, text: str, names: Sequence[str], flags: Sequence[st
                                   list(names))).encode())
     for part in _sources_reached(text, [Path(d) for d in include_dirs]):
         digest.update(part.encode())
-    from pmpp.device import cache_dir
+    from pmpp.paths import cache_dir
     return cache_dir() / "ptxas" / f"{digest.hexdigest()[:32]}.json"
 
 

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pmpp import results
+import pmpp.results as results
+from pmpp.paths import cache_dir
 from pmpp.errors import BackendUnavailableError
 from pmpp.backends import gpu_available
 from pmpp.timing import Timing, bench, gbps, gflops
@@ -184,13 +185,13 @@ def measure_copy(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
     import cupy
     import numpy as np
 
-    import pmpp
+    from .loader import load
 
     info = results._gpu_properties() if info is None else info
     n4 = _bytes_per_run(info) // 32                  # 16 bytes read + 16 written per float4
     src = cupy.random.random(4 * n4, dtype=cupy.float32)
     dst = cupy.full_like(src, cupy.nan)
-    kernel = pmpp.load("common/copy.cu", defines={"BLOCK_DIM": BLOCK_DIM},
+    kernel = load("common/copy.cu", defines={"BLOCK_DIM": BLOCK_DIM},
                        backend="cupy").get_function("copy_kernel")
     blocks = min(-(-n4 // BLOCK_DIM), 2**31 - 1)    # one float4 per thread: fastest on an H100
     launch = ((blocks,), (BLOCK_DIM,), (src, dst, np.int64(n4)))
@@ -208,7 +209,7 @@ def measure_read(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
     import cupy
     import numpy as np
 
-    import pmpp
+    from .loader import load
 
     info = results._gpu_properties() if info is None else info
     n4 = _bytes_per_run(info) // 16
@@ -219,7 +220,7 @@ def measure_read(info: Mapping[str, Any] | None = None, *, warmup: int = 10,
     for unroll in unrolls:
         blocks = -(-n4 // (BLOCK_DIM * unroll))
         warp_sums = cupy.full(blocks * BLOCK_DIM // 32, cupy.nan, dtype=cupy.float32)
-        kernel = pmpp.load("common/read.cu", defines={"BLOCK_DIM": BLOCK_DIM, "UNROLL": unroll},
+        kernel = load("common/read.cu", defines={"BLOCK_DIM": BLOCK_DIM, "UNROLL": unroll},
                            backend="cupy").get_function("read_kernel")
         launch = ((blocks,), (BLOCK_DIM,), (src, warp_sums, np.int64(n4)))
         kernel(*launch)
@@ -237,14 +238,14 @@ def measure_fp32(info: Mapping[str, Any] | None = None, *, iters: int = FMA_ITER
     import cupy
     import numpy as np
 
-    import pmpp
+    from .loader import load
 
     info = results._gpu_properties() if info is None else info
     blocks = _one_wave(info)
     threads = blocks * BLOCK_DIM
     a, b = np.float32(1 - 2.0 ** -12), np.float32(0.25)
     out = cupy.full(threads, cupy.nan, dtype=cupy.float32)
-    kernel = pmpp.load("common/fma.cu", defines={"BLOCK_DIM": BLOCK_DIM, "CHAINS": FMA_CHAINS},
+    kernel = load("common/fma.cu", defines={"BLOCK_DIM": BLOCK_DIM, "CHAINS": FMA_CHAINS},
                        backend="cupy").get_function("fma_kernel")
     launch = ((blocks,), (BLOCK_DIM,), (out, a, b, np.int32(iters)))
     kernel(*launch)
@@ -276,8 +277,6 @@ def _check_fma(out, a: float, b: float, iters: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # The per-device cache
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("PMPP_CACHE_DIR") or Path.home() / ".cache" / "pmpp")
 
 
 def _device_key(info: Mapping[str, Any]) -> str:

@@ -52,12 +52,11 @@ class ExerciseNotImplemented(PmppError):
     an exercise's answer holds that part as a stub until the answer is released. The message
     names the file to write and the ``pmpp grade`` command.
 
-    ``builds_on``: the exercises whose answers the file holds as stubs besides its own (read from
-    the stubs themselves when not given)."""
+    ``own``: whether the file holds its own exercise's stub; ``builds_on``: the exercises whose
+    answers it holds as stubs besides its own (see :func:`pmpp.exercises.require_implemented`)."""
 
-    def __init__(self, exercise: str, path, builds_on=None):
-        own, others = self.stubs_in(path) if builds_on is None else (True, list(builds_on))
-        others = [name for name in others if name != exercise]
+    def __init__(self, exercise: str, path, builds_on=(), own=True):
+        others = [name for name in builds_on if name != exercise]
         parts = " and ".join(others)
         if own or not others:
             message = f"exercise: implement {path}, then run `pmpp grade {exercise}`"
@@ -73,17 +72,3 @@ class ExerciseNotImplemented(PmppError):
         self.path = path
         self.builds_on = others
         self.is_exercise = own or not others     # False: a variant that builds on exercises
-
-    @staticmethod
-    def stubs_in(path) -> tuple[bool, list[str]]:
-        """Whether a kernel file (relative to the workbook) holds its own exercise's stub, and the
-        exercises whose answers it holds stubs of (``pmpp: not implemented yet (part of exercise X)``)."""
-        from pathlib import Path
-
-        from .markers import stubs_in
-        from .source import kernels_dir
-        file = Path(path) if Path(path).is_absolute() else kernels_dir().parent / path
-        try:
-            return stubs_in(file.read_text())
-        except OSError:
-            return True, []

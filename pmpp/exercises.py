@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import chapters
 from .errors import ExerciseNotImplemented
+from .markers import STUB_MARK, stubs_in
 from .source import kernels_dir
 
 if sys.version_info >= (3, 11):
@@ -33,7 +34,6 @@ else:                                   # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 BEGIN, END = "// BEGIN SOLUTION", "// END SOLUTION"
-STUB_MARK = "pmpp: not implemented yet"
 MANIFEST = "exercises.toml"
 
 
@@ -99,8 +99,9 @@ def require_implemented(chapter, variant) -> None:
     """Raise :class:`ExerciseNotImplemented` if the variant's kernel file is still a stub."""
     path = kernels_dir() / chapter.kernel_path(variant)
     if is_stub(path):
+        own, builds_on = stubs_in(path.read_text())
         raise ExerciseNotImplemented(f"{chapter.name}/{variant.name}",
-                                     f"kernels/{chapter.kernel_path(variant)}")
+                                     f"kernels/{chapter.kernel_path(variant)}", builds_on, own)
 
 
 def implemented(chapter, variants=None) -> list:

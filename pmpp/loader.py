@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import args as launch_args
+import pmpp.args as launch_args
 from .backends import resolve_backend
 from .errors import BackendUnavailableError
 from .source import (define_options, display_name, expand_includes, find_kernels, include_dirs,

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pmpp.timing import CPU_WALL_CLOCK, CUDA_EVENTS, Timing, gbps, gflops, is_noisy, on_gpu
 
@@ -152,10 +152,15 @@ def versions(backend: Any = None) -> dict:
         v["cuda_runtime"] = _cuda_version(rt.runtimeGetVersion())
         v["cuda_driver_api"] = _cuda_version(rt.driverGetVersion())
         v["driver"] = _nvidia_smi("driver_version") or v["cuda_driver_api"]
-        from .libraries import cub
-        if cub_version := cub.loaded_version():    # only when a CUB row ran in this process
-            v["cub"] = cub_version
+        for name, version_of in LIBRARY_VERSIONS.items():
+            if version := version_of():    # only when the library ran in this process
+                v[name] = version
     return v
+
+
+# Libraries that report their version once they have run (name -> a function that returns it, or
+# None before): each library module registers itself, so that results need not import it.
+LIBRARY_VERSIONS: dict[str, Callable[[], str | None]] = {}
 
 
 def _cuda_version(n: int) -> str:

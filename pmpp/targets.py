@@ -12,7 +12,7 @@ https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabi
 block at most 1024 threads, 48 KiB of shared memory without opting in and 64 KiB (7.5), 163 KiB
 (8.0), 99 KiB (8.6, 8.9) or 227 KiB (9.0) once the kernel opts in, 64 K registers, 255 per
 thread. libcu++'s ``cuda::arch_traits`` (CCCL, ``cuda/__device/arch_traits.h``) gives the same
-numbers. They are kept once, in :data:`pmpp.occupancy.GPUS`, which the occupancy arithmetic uses
+numbers. They are kept once, in :data:`pmpp.gpus.GPUS`, which the occupancy arithmetic uses
 too; this module reads them from there.
 
 The GPU backend opts in past 48 KiB itself (``max_dynamic_shared_size_bytes``, see
@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 
 from .args import dim3
-from .occupancy import GPUS, KB, RECORD_ARCHS, GPUSpec, gpu_spec, occupancy_from_resources
+from .gpus import GPUS, KB, RECORD_ARCHS, GPUSpec, gpu_spec, occupancy_from_resources
 
 __all__ = ["ARCHS", "ENV_VAR", "LaunchLimitError", "check_launch", "engine_limits", "label",
            "launch_problems", "target", "target_from_env"]
@@ -42,7 +42,7 @@ class LaunchLimitError(ValueError):
 
 def target(name: str | GPUSpec) -> GPUSpec:
     """The limits of a target: ``"sm_75"``, ``"75"``, ``"T4"``, ``"H100"`` (any name
-    :func:`pmpp.occupancy.gpu_spec` knows), or a GPUSpec."""
+    :func:`pmpp.gpus.gpu_spec` knows), or a GPUSpec."""
     if isinstance(name, str) and name.strip().isdigit():
         name = f"sm_{name.strip()}"
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pmpp.compilecheck import find_nvcc, nvcc_available
 from pmpp.errors import BackendUnavailableError, CompileError
+from pmpp.results import LIBRARY_VERSIONS
 
 SOURCE = Path(__file__).with_name("cub_routines.cu")
 NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC")
@@ -74,7 +75,7 @@ def _nvcc_version(nvcc: str) -> str:
 
 def library_path(nvcc: str, arch: str) -> Path:
     """Where the library built from this source by this nvcc for ``arch`` is kept."""
-    from pmpp.device import cache_dir
+    from pmpp.paths import cache_dir
     key = hashlib.sha256(SOURCE.read_bytes() + _nvcc_version(nvcc).encode() + arch.encode()
                          + " ".join(NVCC_FLAGS).encode()).hexdigest()[:20]
     return cache_dir() / "cub" / f"libpmpp_cub-{arch}-{key}.so"
@@ -135,6 +136,9 @@ def loaded_version() -> str | None:
 
 def _version_text(number: int) -> str:
     return f"{number // 100000}.{number // 100 % 1000}.{number % 100}"
+
+
+LIBRARY_VERSIONS["cub"] = loaded_version
 
 
 # --------------------------------------------------------------------------------------------

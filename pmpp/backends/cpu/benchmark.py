@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import CpuModule
+from .module import CpuModule
 from .client import default_threads
 
 SOURCE = '''#line 1 "benchmark/tree_reduction.cu"

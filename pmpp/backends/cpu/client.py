@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pmpp.errors import KernelCrashError, KernelTimeoutError
 
-from . import sandbox, toolchain
+import pmpp.backends.cpu.sandbox as sandbox
+import pmpp.backends.cpu.toolchain as toolchain
 
 _SIGNALS = {
     signal.SIGSEGV: "SIGSEGV (segmentation fault: an access to memory the kernel does not own, "

@@ -35,9 +35,9 @@ from pathlib import Path
 
 from pmpp.errors import CompileError
 
-from . import nvrtc as _nvrtc
-from . import source as _source
-from . import toolchain as _toolchain
+import pmpp.backends.cpu.nvrtc as _nvrtc
+import pmpp.backends.cpu.source as _source
+import pmpp.backends.cpu.toolchain as _toolchain
 
 CHECK_VERSION = "1"
 MARKS = Path(__file__).resolve().parent / "devicecheck_marks.h"

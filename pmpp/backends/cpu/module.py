@@ -5,12 +5,12 @@ import os
 
 import numpy as np
 
-from pmpp import targets as _targets
+import pmpp.targets as _targets
 from pmpp.errors import (BarrierDivergenceError, KernelCrashError, OutOfBoundsError, RaceError)
 
-from . import client as _client
-from . import source as _source
-from . import toolchain
+import pmpp.backends.cpu.client as _client
+import pmpp.backends.cpu.source as _source
+import pmpp.backends.cpu.toolchain as toolchain
 
 _ERRORS = {1: OutOfBoundsError, 2: RaceError, 3: BarrierDivergenceError, 4: KernelCrashError,
            5: ValueError, 6: BarrierDivergenceError}

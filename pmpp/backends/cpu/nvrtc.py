@@ -160,7 +160,7 @@ def _bundled_headers(nvrtc, cache_dir):
 
 def target_arch():
     """``compute_90`` for the engine's target ($PMPP_TARGET, else the H100's sm_90)."""
-    from pmpp import targets
+    import pmpp.targets as targets
     spec = targets.target_from_env()
     return (spec.arch if spec else DEFAULT_ARCH).replace("sm_", "compute_")
 

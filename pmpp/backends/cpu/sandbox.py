@@ -178,7 +178,7 @@ def sandboxed(limits=None, **overrides):
     block ends (then it is stopped): enter it in the thread that grades (threads started inside
     the block use the process's own, uncontained worker). ``limits``: a :class:`Limits`, whose
     fields keywords override."""
-    from . import client
+    import pmpp.backends.cpu.client as client
     limits = replace(limits or Limits(), **overrides)
     worker = client.WorkerClient(limits)
     with client.dedicated(worker):
@@ -284,7 +284,7 @@ extern "C" int pmpp_sandbox_trap(int report_fd) {
 def trap_library():
     """Path of the handler that names a refused system call (built once, cached beside the
     engine's modules), or None if it cannot be built: refusals then end the worker unnamed."""
-    from . import toolchain
+    import pmpp.backends.cpu.toolchain as toolchain
     try:
         cc = toolchain.cxx()
     except PmppError:

@@ -10,7 +10,7 @@ import re
 
 from pmpp.errors import CompileError
 
-from . import ptx
+import pmpp.backends.cpu.ptx as ptx
 
 REGISTRATION_FILE = "<pmpp kernel table>"
 

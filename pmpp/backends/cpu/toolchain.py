@@ -36,7 +36,8 @@ from pathlib import Path
 
 from pmpp.errors import BackendUnavailableError, CompileError
 
-from . import source as _source
+import pmpp.backends.cpu.source as _source
+import pmpp.paths as _paths
 
 HERE = Path(__file__).resolve().parent
 INCLUDE_DIR = HERE / "include"
@@ -93,17 +94,7 @@ _INSTALL_HINT = ("install a C++ compiler (Debian/Ubuntu: apt install g++; conda:
 
 
 def cache_dir():
-    path = _cache_root(os.environ.get("PMPP_CACHE_DIR") or "") / "cpu"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@functools.lru_cache(maxsize=None)
-def _cache_root(setting):
-    """The cache root for $PMPP_CACHE_DIR == ``setting``, as an absolute path: g++ runs inside the
-    cache, and the worker loads modules from it, so a relative setting is resolved once, against
-    the directory current when it is first used."""
-    return Path(setting).expanduser().resolve() if setting else Path.home() / ".cache" / "pmpp"
+    return _paths.cache_dir("cpu")
 
 
 @dataclass(frozen=True)
@@ -962,7 +953,7 @@ def source_locations(library, offsets):
     each just past the instruction, as return addresses are): the innermost source location in the
     user's files, so that an access inlined from the prelude names the kernel line that made it.
     Offsets that have no line are left out. Read from the module's DWARF (see lines.py)."""
-    from . import lines
+    import pmpp.backends.cpu.lines as lines
     found = {}
     for before, chain in lines.frames(library, {int(o) - 1 for o in offsets}).items():
         for file, line in chain:

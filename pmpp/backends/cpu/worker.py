@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from . import sandbox
+import pmpp.backends.cpu.sandbox as sandbox
 
 
 class RegionDesc(ctypes.Structure):
