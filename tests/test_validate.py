@@ -39,6 +39,7 @@ def test_the_recording_covers_every_chapter_and_the_hand_counted_kernels(recordi
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("validate")   # one worker computes the rows fixture once
 def test_engine_agrees_with_nsight_compute_on_nine_pairs_in_ten(rows):
     assert len(rows) > 500
     assert validate.agreement(rows) >= 0.90, validate.format_comparison(rows, only_disagreements=True)
@@ -59,12 +60,14 @@ same_compiler = pytest.mark.skipif(
 
 @same_compiler
 @pytest.mark.slow
+@pytest.mark.xdist_group("validate")   # one worker computes the rows fixture once
 def test_every_disagreement_has_its_reason(rows):
     unexplained = [r for r in rows if not r["agrees"] and validate.reason(r, rows) is None]
     assert not unexplained, validate.format_comparison(unexplained)
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("validate")   # one worker computes the rows fixture once
 def test_global_loads_and_stores_agree_everywhere(rows):
     glob = [r for r in rows if re.search(r"global_op_(ld|st)\.", r["metric"]) and validate.reason(r, rows) != "ldgsts-l1"]
     assert all(r["agrees"] for r in glob), validate.format_comparison([r for r in glob if not r["agrees"]])
@@ -72,6 +75,7 @@ def test_global_loads_and_stores_agree_everywhere(rows):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("validate")   # one worker computes the rows fixture once
 def test_the_hand_counted_kernels_agree_exactly_but_for_predication(rows):
     cases = [r for r in rows if r["chapter"] == "cases"]
     off = [r for r in cases if not r["exact"]]
@@ -80,6 +84,7 @@ def test_the_hand_counted_kernels_agree_exactly_but_for_predication(rows):
 
 @same_compiler
 @pytest.mark.slow
+@pytest.mark.xdist_group("validate")   # one worker computes the rows fixture once
 def test_the_validation_report_and_readme_are_current(rows, recording):
     assert (ROOT / validate.REPORT).read_text() == validate.report(rows, recording), \
         "docs/counters-validation.md is stale: python -m pmpp.validate"

@@ -292,15 +292,26 @@ def runtime_library(target=None):
     return _runtime_library(cxx(target))
 
 
-@functools.lru_cache(maxsize=None)
-def _runtime_library(cc):
+def runtime_path(target=None):
+    """Where the runtime library for ``target`` is (or will be) cached: its name holds a digest of
+    the engine, the compiler and Boost, so that another compiler gets a runtime of its own."""
+    return _runtime_path(cxx(target))
+
+
+def _runtime_path(cc):
     inc, lib = boost()
     key = _digest(_engine_digest(), *cc.identity, cc.cross, inc, lib)[:16]
-    out = cache_dir() / f"libpmpp_cpu_rt-{key}{cc.library_suffix}"
+    return cache_dir() / f"libpmpp_cpu_rt-{key}{cc.library_suffix}"
+
+
+@functools.lru_cache(maxsize=None)
+def _runtime_library(cc):
+    out = _runtime_path(cc)
     if out.exists():
         return out
-    with building(cache_dir() / f"libpmpp_cpu_rt-{key}"):
+    with building(out.with_suffix("")):
         if not out.exists():
+            inc, lib = boost()
             _build_runtime(cc, inc, lib, out)
     return out
 
