@@ -242,3 +242,54 @@ def current_gpu() -> str | None:
 
 
 _gpu_name_cache: dict[str, str] = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# The report: each variant's tuned configuration beside the workbook's
+
+REPORT = Path("docs") / "tuned.md"
+
+
+def report(directory: str | os.PathLike | None = None) -> str:
+    """docs/tuned.md: per recorded GPU, each tuned variant as the workbook defines it and as tuned,
+    with both times from the same search: how much of a gap is the constants, not the algorithm."""
+    from . import chapters
+    from .results import RESULTS_DIR
+    lines = ["# Tuned configurations, beside the workbook's",
+             "",
+             "Written by `python -m pmpp.tuning` from `results/tuned/` (`pmpp tune` on each GPU). Both "
+             "times of a row come from one search on that GPU: the variant as the workbook defines it and "
+             "with the fastest configuration found, each checked at the chapter's awkward sizes and at full "
+             "size first. The runner-up's margin says how clear the choice was; a margin of a few percent "
+             "is within run-to-run noise."]
+    for path in sorted(Path(directory or RESULTS_DIR / TUNED_DIR).glob("*.json")):
+        data = load(path)
+        lines += ["", f"## {data['device']['name']}", "",
+                  f"Searched at commits {', '.join(sorted({f['commit'][:7] for f in data['variants'].values()}))}.",
+                  "", "| variant | from | as defined | tuned | speedup | runner-up | tried (of legal) |",
+                  "|---|---|---|---|---|---|---|"]
+        for key, found in data["variants"].items():
+            chapter_name, name = key.split("/", 1)
+            variant = chapters.get(chapter_name).variant(name)
+            same = found["config"] == found["default"]
+            lines.append(
+                f"| {key} | {variant.source} | {_config_text(found['default'])} {found['default_us']:.1f} us | "
+                f"{'(as defined)' if same else _config_text(found['config'])} {found['median_us']:.1f} us | "
+                f"{found['default_us'] / found['median_us']:.2f}x | "
+                + (f"+{(found['runner_up_margin'] - 1) * 100:.1f}%" if found.get("runner_up") else "none")
+                + f" | {found['candidates']} ({len(space(variant))}) |")
+    return "\n".join(lines) + "\n"
+
+
+def _config_text(config: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
+def main() -> None:
+    root = Path(__file__).resolve().parent.parent
+    (root / REPORT).write_text(report())
+    print(f"wrote {REPORT}")
+
+
+if __name__ == "__main__":
+    main()

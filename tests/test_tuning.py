@@ -1,5 +1,6 @@
 """pmpp.tuning: tunables declared per variant, the search, the per-GPU recording, and its use."""
 import random
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,10 @@ def test_every_value_of_every_tunable_runs_right_on_the_cpu_engine(name, variant
     for config in chosen:
         result = runner.verify(chapter, variant.with_defines(**config), runner.problem_for(variant, problem))
         assert result.ok, f"{variant.name} {config}: {result.detail}"
+
+
+def test_the_tuned_report_is_current_and_shows_each_default_beside_its_tuning():
+    root = Path(__file__).resolve().parent.parent
+    text = (root / tuning.REPORT).read_text()
+    assert text == tuning.report(), "docs/tuned.md is stale: python -m pmpp.tuning"
+    assert "| reduction/05_coarsened | PMPP 10.8 | BLOCK_DIM=256 COARSE_FACTOR=4 " in text
