@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .exercises import find
+from .grading import find_submitted
 
 CSV_FIELDS = ("student", "file", "sha256", "checks_passed", "checks", "points", "total", "passed",
               "seed")
@@ -65,18 +66,8 @@ def expected_file(exercise: str) -> str:
 
 
 def _student_folder(folder: Path, kernel_name: str) -> Submission:
-    suffix = Path(kernel_name).suffix
-    named = sorted(p for p in folder.rglob(kernel_name) if ".ipynb_checkpoints" not in p.parts)
-    if len(named) == 1:
-        return Submission(folder.name, named[0])
-    candidates = named or sorted(p for p in folder.rglob(f"*{suffix}")
-                                 if ".ipynb_checkpoints" not in p.parts)
-    if len(candidates) == 1:
-        return Submission(folder.name, candidates[0])
-    what = (f"{len(candidates)} files named {kernel_name}" if named else
-            f"no {kernel_name}" + (f" and {len(candidates)} other {suffix} files" if candidates else
-                                   f" and no {suffix} file"))
-    return Submission(folder.name, None, f"no submission: {what} in {folder}")
+    path, problem = find_submitted(folder, kernel_name, any_name=True)
+    return Submission(folder.name, path, problem or "")
 
 
 def grade_class(exercise: str, submissions, *, seed=None, timeout=None, jobs=None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
 import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -152,6 +153,8 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     own kernel file) — and return the report. ``progress(check)`` is called after each check.
     ``missing``: there is no submission, for this reason (every check fails with it)."""
     ex = find(exercise)
+    if not path and not missing and os.environ.get(SUBMISSION_ENV):
+        path, missing = find_submitted(Path(os.environ[SUBMISSION_ENV]), ex.path.name)
     submission = Path(path).expanduser().resolve() if path else ex.path
     seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
     report = GradeReport(ex.name, "" if missing else str(submission), student=student, seed=seed,
@@ -183,6 +186,30 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     if report.passed and gpu_available():
         _time_on_gpu(report, chapter, variant, submission, ex, seed)
     return report
+
+
+# Set while a student's notebook is graded: the folder of that student's submission. An exercise
+# graded from the notebook (``exercises.grade(name)``) is then the student's kernel file found in
+# it, never the grader's own copy of the workbook's.
+SUBMISSION_ENV = "PMPP_SUBMISSION"
+
+
+def find_submitted(folder: Path, filename: str, any_name: bool = False) -> tuple[Path | None, str | None]:
+    """(the one file named ``filename`` under ``folder``, None), or (None, why there is none).
+    ``any_name``: the one file with ``filename``'s suffix will do when none has its name (a folder
+    that holds one submission of one exercise)."""
+    named = sorted(p for p in Path(folder).rglob(filename) if ".ipynb_checkpoints" not in p.parts)
+    if len(named) == 1:
+        return named[0], None
+    suffix = Path(filename).suffix
+    candidates = named or sorted(p for p in Path(folder).rglob(f"*{suffix}")
+                                 if ".ipynb_checkpoints" not in p.parts)
+    if len(candidates) == 1 and any_name:
+        return candidates[0], None
+    what = (f"{len(named)} files named {filename}" if named else
+            f"no {filename}" + (f" and {len(candidates)} other {suffix} files" if candidates else
+                                f" and no {suffix} file"))
+    return None, f"no submission: {what} in {folder}"
 
 
 def _stub_left(text: str) -> str:

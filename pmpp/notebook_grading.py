@@ -4,16 +4,22 @@
 test cell (first line ``# tests: N points``, nbgrader ``grade_id`` ``tests-K``) of the student's
 notebook is replaced by the instructor's, hidden tests included; the notebook runs top to bottom
 (a cell that raises does not stop it); a test cell that ran without an error earns its points.
-A test cell the student deleted earns nothing and says so.
+A test cell the student deleted earns nothing and says so; one that fails says what it printed.
+
+An exercise a test cell grades (``exercises.grade(name)``) is the student's kernel file, found in
+the submission's folder (beside the notebook, or in ``kernels/`` of the student's copy of the
+workbook), never the grader's own copy: a file that is not there fails, saying so.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
+import os
 from pathlib import Path
 
-from .grading import Check, GradeReport, workbook_version
+from .grading import SUBMISSION_ENV, Check, GradeReport, workbook_version
 from .errors import BackendUnavailableError
 from .notebooks import CELL_TIMEOUT, cell_source, nbgrader_metadata, notebook_paths, run
 
@@ -50,12 +56,35 @@ def grade_notebook(notebook: str, path, *, instructor=None, student=None,
     if missing:
         report.checks = [Check(_name(t), False, f"not run: {missing}", 0.0, t["points"]) for t in tests]
         return report
-    errors = _run_with_tests(nb, tests, instructor_path.parent, timeout)
+    with _kernels_from(_student_root(submission)):
+        errors = _run_with_tests(nb, tests, instructor_path.parent, timeout)
     for t in tests:
         reason = errors.get(t["grade_id"], "")
         report.checks.append(Check(_name(t), not reason, reason,
                                    0.0 if reason else t["points"], t["points"]))
     return report
+
+
+def _student_root(notebook: Path) -> Path:
+    """The folder of a student's submission: the notebook's, or above it when the notebook sits in
+    a copy of the workbook's ``notebooks/`` (its kernels then in ``kernels/`` beside that)."""
+    folder = notebook.parent
+    return folder.parent if folder.name == "notebooks" else folder
+
+
+@contextlib.contextmanager
+def _kernels_from(folder: Path):
+    """While the notebook runs, an exercise it grades is the student's file in ``folder`` (see
+    :data:`pmpp.grading.SUBMISSION_ENV`); the notebook's kernel process inherits the setting."""
+    before = os.environ.get(SUBMISSION_ENV)
+    os.environ[SUBMISSION_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SUBMISSION_ENV, None)
+        else:
+            os.environ[SUBMISSION_ENV] = before
 
 
 def _name(test: dict) -> str:
@@ -99,5 +128,14 @@ def _run_with_tests(nb: dict, tests: list[dict], folder: Path, timeout: int) -> 
             failed[grade_id] = "not run"
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
-                failed[grade_id] = f"{out['ename']}: {out['evalue']}".rstrip(": ")
+                failed[grade_id] = f"{out['ename']}: {out['evalue']}".rstrip(": ") + _printed(cell)
     return failed
+
+
+def _printed(cell: dict, limit: int = 1500) -> str:
+    """What a failed test cell printed before it failed (a grading report says why), shortened."""
+    text = "".join(cell_source({"source": out.get("text", "")}) for out in cell.get("outputs", [])
+                   if out.get("output_type") == "stream").strip()
+    if not text:
+        return ""
+    return "; the cell printed:\n" + (text if len(text) <= limit else "...\n" + text[-limit:])

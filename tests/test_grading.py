@@ -210,6 +210,35 @@ def test_a_notebook_is_graded_with_its_hidden_tests_put_back(warm_up, tmp_path):
     assert deleted.points == 1 and "deleted" in deleted.checks[1].reason
 
 
+def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp_path):
+    # the grader's workbook holds the instructor's solution; each student's folder holds their own
+    from pmpp import notebooks
+    from pmpp.notebook_grading import grade_notebook
+    check = ("# tests: 2 points\nfrom pmpp import exercises\nreport = exercises.grade('reduction/05_coarsened')\n"
+             "print(report)\n### BEGIN HIDDEN TESTS\nassert report.passed\n### END HIDDEN TESTS")
+    instructor = tmp_path / "grader" / "kernel_check.ipynb"
+    instructor.parent.mkdir()
+    instructor.write_text(notebooks.notebook_text(notebooks.nbgrader_metadata(_notebook("x = 1", check))))
+    released = json.loads(instructor.read_text())
+
+    def graded(student, kernel=None):
+        folder = tmp_path / student
+        (folder / "notebooks").mkdir(parents=True)
+        (folder / "notebooks" / "kernel_check.ipynb").write_text(json.dumps(released))
+        if kernel is not None:
+            (folder / "kernels" / "reduction").mkdir(parents=True)
+            (folder / "kernels" / "reduction" / "05_coarsened.cu").write_text(kernel)
+        return grade_notebook("kernel_check", folder / "notebooks" / "kernel_check.ipynb", instructor=instructor)
+
+    nothing = graded("no_kernel")
+    assert nothing.points == 0 and "no 05_coarsened.cu" in nothing.checks[0].reason + str(nothing)
+    stubbed = graded("stubbed", f"// {exercises.STUB_MARK}\n" + COARSENED.path.read_text())
+    assert stubbed.points == 0
+    half = COARSENED.path.read_text().replace("float sum = 0.0f;", "float sum = 0.0f; return;")
+    assert graded("wrong", half).points == 0
+    assert graded("done", COARSENED.path.read_text()).points == 2
+
+
 def test_notebook_submissions_are_collected_by_the_notebooks_name(tmp_path):
     for student in ("ann", "ben"):
         (tmp_path / student / ".ipynb_checkpoints").mkdir(parents=True)
