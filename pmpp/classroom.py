@@ -21,8 +21,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import BackendUnavailableError
 from .exercises import find
-from .grading import find_submitted
+from .grading import DEFAULT_TIMEOUT, find_submitted, grade
+from .notebook_grading import grade_notebook, is_notebook_exercise
+from .notebooks import require_execution
 
 CSV_FIELDS = ("student", "file", "sha256", "checks_passed", "checks", "points", "total", "passed",
               "seed")
@@ -59,7 +62,6 @@ def collect(exercise: str, paths) -> list[Submission]:
 
 def expected_file(exercise: str) -> str:
     """The name a submission of ``exercise`` has: ``05_coarsened.cu``, ``10_reduction.ipynb``."""
-    from .notebook_grading import is_notebook_exercise
     if is_notebook_exercise(exercise):
         return Path(exercise).stem + ".ipynb"
     return f"{find(exercise).variant}.cu"
@@ -74,9 +76,10 @@ def grade_class(exercise: str, submissions, *, seed=None, timeout=None, jobs=Non
                 on_report=None) -> list:
     """Grade every submission (same seed for all); reports in the submissions' order.
     ``on_report(report)`` is called as each finishes."""
-    from .grading import DEFAULT_TIMEOUT
     seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(submissions) or 1))
+    if is_notebook_exercise(exercise):
+        require_execution()        # before any student is scored: a missing package is the grader's
     options = dict(seed=seed, timeout=timeout or DEFAULT_TIMEOUT)
     reports = [None] * len(submissions)
     with ProcessPoolExecutor(max_workers=jobs, initializer=_share_cores, initargs=(jobs,)) as pool:
@@ -85,6 +88,8 @@ def grade_class(exercise: str, submissions, *, seed=None, timeout=None, jobs=Non
             index = futures[future]
             try:
                 report = future.result()
+            except BackendUnavailableError:
+                raise                        # what the grader lacks, not what the student did
             except Exception as exc:         # the grading process died (out of memory, killed)
                 failed = Submission(submissions[index].student, None,
                                     f"the grader failed on this submission ({type(exc).__name__}: {exc})")
@@ -101,8 +106,6 @@ def _share_cores(jobs: int) -> None:
 
 
 def _grade_one(exercise: str, submission: Submission, options: dict):
-    from .grading import grade
-    from .notebook_grading import grade_notebook, is_notebook_exercise
     missing = None if submission.path else submission.problem
     if is_notebook_exercise(exercise):
         return grade_notebook(exercise, submission.path or ".", student=submission.student,

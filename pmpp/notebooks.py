@@ -37,17 +37,26 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT) -> list[str]:
             for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
+def require_execution() -> None:
+    """Raise BackendUnavailableError, saying what to install, unless notebooks can be executed here."""
+    try:
+        import ipykernel  # noqa: F401  (the kernel nbclient starts)
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"executing notebooks needs nbclient, nbformat and ipykernel ({exc}); "
+            "pip install -e '.[notebooks]'") from None
+
+
 def run(nb: dict, folder: Path, *, timeout: int = CELL_TIMEOUT, allow_errors=False) -> dict:
     """Execute a notebook (as JSON) in ``folder`` and return it with its outputs. A cell that raises
     keeps its error output; it stops the run unless ``allow_errors``. A kernel that dies or a cell
     past ``timeout`` raises (nbclient's errors)."""
-    try:
-        import nbformat
-        from nbclient import NotebookClient
-        from nbclient.exceptions import CellExecutionError
-    except ImportError as exc:
-        raise BackendUnavailableError(
-            f"executing notebooks needs nbclient and nbformat ({exc}); pip install -e '.[notebooks]'") from None
+    require_execution()
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
     notebook = nbformat.reads(json.dumps(nb), as_version=4)
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=False,
                             allow_errors=allow_errors, resources={"metadata": {"path": str(folder)}})

@@ -239,6 +239,21 @@ def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp
     assert graded("done", COARSENED.path.read_text()).points == 2
 
 
+def test_a_grader_without_the_notebook_packages_stops_before_scoring_anyone(monkeypatch, tmp_path):
+    import sys
+
+    from pmpp import classroom, notebooks
+    from pmpp.errors import BackendUnavailableError
+    monkeypatch.setitem(sys.modules, "nbclient", None)          # as if it were not installed
+    with pytest.raises(BackendUnavailableError, match="nbclient.*pip install"):
+        notebooks.require_execution()
+    submissions = [classroom.Submission(name, tmp_path / name / "10_reduction.ipynb") for name in ("ann", "ben")]
+    scored = []
+    with pytest.raises(BackendUnavailableError, match="nbclient"):
+        classroom.grade_class("10_reduction", submissions, on_report=scored.append)
+    assert scored == []
+
+
 def test_notebook_submissions_are_collected_by_the_notebooks_name(tmp_path):
     for student in ("ann", "ben"):
         (tmp_path / student / ".ipynb_checkpoints").mkdir(parents=True)
