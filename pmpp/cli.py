@@ -1,4 +1,4 @@
-"""The ``pmpp`` command: list, run, bench, tune, profile, check-kernels, notebooks, exercises, grade, release."""
+"""The ``pmpp`` command: list, run, bench, tune, profile, check-kernels, notebooks, exercises, grade, course, release."""
 from __future__ import annotations
 
 import argparse
@@ -105,7 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, help="submissions graded at once (default: the machine's cores)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per launch (default 30)")
     p.add_argument("--quiet", action="store_true", help="no progress while grading")
+    p.add_argument("--gradescope", metavar="FILE", help="also write the verdict as Gradescope's results.json")
+    p.add_argument("--prairielearn", metavar="FILE", help="also write the verdict as PrairieLearn's results.json")
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("course", help="autograders for Gradescope and PrairieLearn (they grade with the CPU engine)")
+    p.add_argument("platform", choices=("gradescope", "prairielearn"))
+    p.add_argument("exercises", nargs="+", metavar="EXERCISE", help="the exercises it grades, e.g. reduction/05_coarsened")
+    p.add_argument("-o", "--out", required=True,
+                   help="Gradescope: the autograder .zip to write; PrairieLearn: the folder for serverFilesCourse/")
+    p.set_defaults(func=cmd_course)
 
     p = sub.add_parser("release", help="write the student version of the workbook")
     p.add_argument("folder", nargs="?", metavar="DIR", help="an empty folder, or an earlier release to update")
@@ -433,10 +442,36 @@ def cmd_grade(args) -> int:
             raise ValueError(f"give the student's notebook: pmpp grade {args.exercise} PATH.ipynb")
         return class_main(args)
     one_file = len(args.submissions) <= 1 and not any(map(os.path.isdir, args.submissions))
+    if args.gradescope or args.prairielearn:
+        if not one_file:
+            raise ValueError("--gradescope and --prairielearn write one submission's results: give one file")
+        return _grade_for_platforms(args)
     if one_file and not (args.csv or args.feedback):
         return grade_main(args.exercise, (args.submissions or [None])[0], json_out=args.json,
                           timeout=args.timeout, seed=args.seed, quiet=args.quiet)
     return class_main(args)
+
+
+def _grade_for_platforms(args) -> int:
+    from .autograders import gradescope_results, prairielearn_results, write_json
+    from .backends import gpu_available
+    from .grading import grade
+    report = grade(args.exercise, (args.submissions or [None])[0], timeout=args.timeout, seed=args.seed)
+    print(report)
+    gpu = gpu_available()
+    if args.gradescope:
+        write_json(gradescope_results([report], gpu=gpu), args.gradescope)
+    if args.prairielearn:
+        write_json(prairielearn_results([report], gpu=gpu), args.prairielearn)
+    return 0 if report.passed else 1
+
+
+def cmd_course(args) -> int:
+    from .autograders import build_gradescope, build_prairielearn
+    build = build_gradescope if args.platform == "gradescope" else build_prairielearn
+    out = build(args.exercises, args.out)
+    print(f"{args.platform} autograder for {', '.join(args.exercises)}: {out}")
+    return 0
 
 
 def cmd_release(args) -> int:
