@@ -80,3 +80,15 @@ def test_the_prairielearn_grader_refuses_a_missing_file_and_grades_a_stub_as_not
     (root / "student" / "05_coarsened.cu").write_text(f"// {exercises.STUB_MARK}\n" + COARSENED.path.read_text())
     stubbed = _run(out / "run.sh", root)
     assert stubbed["gradable"] and stubbed["score"] == 0.0 and "not implemented yet" in stubbed["output"]
+
+
+def test_pmpp_grade_writes_both_platforms_results(tmp_path, capsys):
+    from pmpp.cli import main
+    stub = tmp_path / "05_coarsened.cu"
+    stub.write_text(f"// {exercises.STUB_MARK}\n" + COARSENED.path.read_text())
+    assert main(["grade", "reduction/05_coarsened", str(stub), "--seed", "1",
+                 "--gradescope", str(tmp_path / "gs.json"), "--prairielearn", str(tmp_path / "pl.json")]) == 1
+    gs, pl = (json.loads((tmp_path / name).read_text()) for name in ("gs.json", "pl.json"))
+    assert gs["score"] == 0 and gs["tests"] and all("not implemented yet" in t["output"] for t in gs["tests"])
+    assert pl["gradable"] and pl["score"] == 0.0
+    assert "FAIL 0/" in capsys.readouterr().out
