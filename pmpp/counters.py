@@ -592,13 +592,14 @@ def counters(kernel, grid, block, args, shared_mem=0, *, gpu: str = DEFAULT_GPU,
     return twin.last_counters
 
 
-def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0)):
+def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), timeout=None):
     """The count build of a loaded :class:`pmpp.Module` (the same file, options and defines): a
     module whose every launch leaves its counters in ``last_counters`` and appends them to
-    ``launches``."""
+    ``launches``. ``timeout``: seconds a launch may take (as :func:`pmpp.load`'s)."""
     from .loader import load
     twin = load(source=module.source, filename=module.filename, backend="cpu", options=module.options,
-                defines=module.defines, name_expressions=module.name_expressions, count=True)
+                defines=module.defines, name_expressions=module.name_expressions, count=True,
+                timeout=timeout)
     twin._impl.sample_warp = tuple(int(v) for v in sample_warp)
     twin._impl.collect = True
     twin._impl.sm_count = _sm_count(gpu)

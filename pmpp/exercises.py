@@ -41,11 +41,23 @@ MANIFEST = "exercises.toml"
 # Which exercises there are
 
 @dataclass(frozen=True)
+class Criterion:
+    """A performance criterion, from the CPU engine's counters (no GPU needed, no timer to game):
+    ``metric`` (an Nsight Compute name, see :data:`pmpp.counters.METRICS`), summed over the
+    launches of one run at the chapter's CPU problem, at most ``at_most``; ``why`` says what it
+    asks of the kernel."""
+    metric: str
+    at_most: float
+    why: str
+
+
+@dataclass(frozen=True)
 class Exercise:
     name: str          # "reduction/05_coarsened"
     chapter: str
     variant: str
     points: dict = field(default_factory=dict, compare=False, hash=False)
+    performance: tuple = field(default=(), compare=False, hash=False)   # Criterion, ...
 
     @property
     def path(self) -> Path:
@@ -73,9 +85,17 @@ def exercises() -> list[Exercise]:
         chapter_name, _, variant_name = name.partition("/")
         chapter = chapters.get(chapter_name)
         variant = chapter.variant(variant_name)
-        found.append(Exercise(name, chapter.name, variant.name,
-                              {**defaults, **entry.get("points", {})}))
+        found.append(Exercise(name, chapter.name, variant.name, {**defaults, **entry.get("points", {})},
+                              tuple(_criterion(name, c) for c in entry.get("performance", ()))))
     return found
+
+
+def _criterion(exercise: str, entry: dict) -> Criterion:
+    from .counters import METRICS
+    if entry.get("metric") not in METRICS or not isinstance(entry.get("at_most"), (int, float)):
+        raise ValueError(f"{MANIFEST}: {exercise}'s performance criterion {entry} needs a metric the CPU "
+                         f"engine counts (see pmpp.counters.METRICS) and a number at_most")
+    return Criterion(entry["metric"], float(entry["at_most"]), entry.get("why", ""))
 
 
 def find(name: str) -> Exercise:

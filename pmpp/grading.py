@@ -26,6 +26,7 @@ from .backends.cpu.sandbox import SandboxViolation
 from .backends import gpu_available
 from .errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
                      KernelTimeoutError, PmppError)
+from .counters import counting_module
 from .exercises import STUB_MARK, find
 from .markers import stubs_in
 from .runner import default_problem, load_variant, problem_for, verify
@@ -121,10 +122,11 @@ def _folded(checks):
 
 @dataclass
 class _Planned:
-    kind: str                    # "compiles", "correct", "exact", "gpu"
+    kind: str                    # "compiles", "correct", "exact", "performance", "gpu"
     name: str
     problem: dict | None = None
     size: str = ""
+    criterion: object = None     # a performance check's exercises.Criterion
 
 
 def plan(exercise) -> list[_Planned]:
@@ -141,6 +143,11 @@ def plan(exercise) -> list[_Planned]:
         if chapter.make_exact_inputs is not None:
             checks.append(_Planned("exact", f"exact at {size} on inputs every correct order sums "
                                             "exactly", problem, size))
+    problem = problem_for(variant, chapter.problems["cpu"])
+    for criterion in exercise.performance:
+        checks.append(_Planned("performance", f"performance: {criterion.metric} at most {criterion.at_most:g} at "
+                               f"{chapter.describe(problem)} (CPU engine's count; {criterion.why})",
+                               problem, criterion=criterion))
     if gpu_available():
         problem = problem_for(variant, default_problem(chapter, "cupy"))
         checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
@@ -174,8 +181,10 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     with sandbox.sandboxed() as box:
         for index, planned in enumerate(plan(ex)):
             points = float(ex.points.get(planned.kind, 1))
-            if skip:
-                check = Check(planned.name, False, f"not run: {skip}", 0.0, points, planned.size)
+            wrong = planned.kind == "performance" and any(not c.passed for c in report.checks)
+            if skip or wrong:
+                why = skip or "a kernel's speed counts only once it is right: fix the failed checks first"
+                check = Check(planned.name, False, f"not run: {why}", 0.0, points, planned.size)
             else:
                 check = _run(planned, points, chapter, variant, submission, timeout, [seed, index])
                 skip = _why_stop(planned, check)
@@ -240,6 +249,8 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
     try:
         if planned.kind == "compiles":
             load_variant(chapter, variant, backend="cpu", check=True, path=submission, timeout=timeout)
+        elif planned.kind == "performance":
+            _count(chapter, variant, planned, submission, timeout, seed)
         else:
             _verify(chapter, variant, planned, submission, timeout, seed)
         return Check(planned.name, True, "", points, points, planned.size)
@@ -274,6 +285,25 @@ def _verify(chapter, variant, planned, submission, timeout, seed):
                         seed=seed, exact=planned.kind == "exact")
     if not result.ok:
         raise AssertionError(f"wrong result: {result.detail or result.error}")
+
+
+def _count(chapter, variant, planned, submission, timeout, seed):
+    """A performance check: the submission run once on the CPU engine's count build, its counters
+    summed over its launches, against the criterion; the line that does the most of it is named."""
+    criterion = planned.criterion
+    module = counting_module(load_variant(chapter, variant, backend="cpu", path=submission, timeout=timeout),
+                             timeout=timeout)
+    inputs = chapter.make_inputs(planned.problem, np, np.random.default_rng(seed))
+    module.launches.clear()
+    variant.launch(module, planned.problem, inputs)
+    if not module.launches:
+        raise AssertionError("the submission launched no kernel")
+    total = module.launches[0]
+    for more in module.launches[1:]:
+        total = total + more
+    value = total.metrics()[criterion.metric]
+    if value > criterion.at_most:
+        raise AssertionError(f"{criterion.metric} = {value:g}, more than {criterion.at_most:g}: {criterion.why}")
 
 
 def _time_on_gpu(report, chapter, variant, submission, ex, seed):

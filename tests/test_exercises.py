@@ -28,6 +28,44 @@ def test_instructor_solutions_pass(exercise):
     assert report.passed, str(report)
 
 
+def test_a_right_kernel_that_ignores_the_lesson_misses_its_performance_points(tmp_path):
+    # elementwise/03_packed written with 4-byte loads: right at every size, but four times the loads
+    packed = exercises.find("elementwise/03_packed")
+    text = packed.path.read_text()
+    begin, end = text.index("// BEGIN SOLUTION"), text.index("// END SOLUTION")
+    scalar = tmp_path / "03_packed.cu"
+    scalar.write_text(text[:begin] + "unsigned int g = blockIdx.x * BLOCK_DIM + threadIdx.x;\n"
+                      "    for (unsigned int i = g; i < n; i += BLOCK_DIM * gridDim.x) z[i] = mul(x[i], y[i]);\n    "
+                      + text[end:])
+    report = exercises.grade("elementwise/03_packed", scalar, seed=5)
+    performance = [c for c in report.checks if c.name.startswith("performance")]
+    assert performance and all(c.passed for c in report.checks if c not in performance), str(report)
+    assert not performance[0].passed and performance[0].points == 0
+    assert "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum = 65536, more than 18000" in performance[0].reason
+
+
+def test_a_wrong_kernel_is_not_scored_on_speed(tmp_path):
+    report = exercises.grade("reduction/05_coarsened", planted(tmp_path, "float sum = 0.0f;", "float sum = 1.0f;"),
+                             seed=3)
+    performance = [c for c in report.checks if c.name.startswith("performance")]
+    assert performance and all(not c.passed and "not run" in c.reason for c in performance)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise", [e.name for e in exercises.exercises() if e.performance])
+def test_each_performance_criterion_is_missed_by_the_variant_before_the_exercise(exercise):
+    from pmpp import chapters
+    from pmpp.explain import count_variant
+    ex = exercises.find(exercise)
+    chapter = chapters.get(ex.chapter)
+    names = [v.name for v in chapter.variants]
+    # the variant the exercise improves on: the one before it, passing over deliberately racy ones
+    before = next(v.name for v in reversed(chapter.variants[:names.index(ex.variant)]) if not v.racy)
+    counted = count_variant(chapter, before).metrics()
+    for criterion in ex.performance:
+        assert counted[criterion.metric] > criterion.at_most, (before, criterion)
+
+
 def test_each_chapter_with_exercises_has_at_least_two():
     per_chapter = {}
     for e in exercises.exercises():
