@@ -8,7 +8,9 @@ A test cell the student deleted earns nothing and says so; one that fails says w
 
 An exercise a test cell grades (``exercises.grade(name)``) is the student's kernel file, found in
 the submission's folder (beside the notebook, or in ``kernels/`` of the student's copy of the
-workbook), never the grader's own copy: a file that is not there fails, saying so.
+workbook), never the grader's own copy: a file that is not there fails, saying so. The grader
+then grades those files itself, outside the notebook (whose code could replace
+``exercises.grade``), and the cell's points need both verdicts.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ import json
 import os
 from pathlib import Path
 
-from .grading import SUBMISSION_ENV, Check, GradeReport, workbook_version
+from .exercises import exercises, find
+from .grading import SUBMISSION_ENV, Check, GradeReport, find_submitted, grade, workbook_version
 from .errors import BackendUnavailableError
 from .notebooks import CELL_TIMEOUT, cell_source, nbgrader_metadata, notebook_paths, run
 
@@ -58,11 +61,31 @@ def grade_notebook(notebook: str, path, *, instructor=None, student=None,
         return report
     with _kernels_from(_student_root(submission)):
         errors = _run_with_tests(nb, tests, instructor_path.parent, timeout)
+    kernels = {}                 # exercise -> the grader's own verdict on the student's file
     for t in tests:
-        reason = errors.get(t["grade_id"], "")
+        reason = errors.get(t["grade_id"], "") or _kernel_verdicts(t, _student_root(submission), kernels)
         report.checks.append(Check(_name(t), not reason, reason,
                                    0.0 if reason else t["points"], t["points"]))
     return report
+
+
+def _kernel_verdicts(test: dict, folder: Path, graded: dict) -> str:
+    """Why a test cell that grades kernel exercises fails when the grader grades them itself, out
+    of the notebook's reach ("" if they pass): the cell ran inside the student's notebook, whose
+    code could have replaced ``exercises.grade``; its points need the grader's verdict too."""
+    for name in _exercises_named(test["source"]):
+        if name not in graded:
+            path, missing = find_submitted(folder, find(name).path.name)
+            graded[name] = grade(name, path, missing=missing)
+        if not graded[name].passed:
+            failed = "; ".join(f"{c.name}: {c.reason}" for c in graded[name].checks if not c.passed)
+            return f"{name}, graded by the grader: {failed}"
+    return ""
+
+
+def _exercises_named(source: str) -> list[str]:
+    """The kernel exercises a test cell's source names ("reduction/05_coarsened")."""
+    return [e.name for e in exercises() if f'"{e.name}"' in source or f"'{e.name}'" in source]
 
 
 def _student_root(notebook: Path) -> Path:

@@ -221,10 +221,13 @@ def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp
     instructor.write_text(notebooks.notebook_text(notebooks.nbgrader_metadata(_notebook("x = 1", check))))
     released = json.loads(instructor.read_text())
 
-    def graded(student, kernel=None):
+    def graded(student, kernel=None, first_cell=None):
         folder = tmp_path / student
         (folder / "notebooks").mkdir(parents=True)
-        (folder / "notebooks" / "kernel_check.ipynb").write_text(json.dumps(released))
+        nb = json.loads(json.dumps(released))
+        if first_cell:
+            nb["cells"][0]["source"] = first_cell
+        (folder / "notebooks" / "kernel_check.ipynb").write_text(json.dumps(nb))
         if kernel is not None:
             (folder / "kernels" / "reduction").mkdir(parents=True)
             (folder / "kernels" / "reduction" / "05_coarsened.cu").write_text(kernel)
@@ -237,6 +240,11 @@ def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp
     half = COARSENED.path.read_text().replace("float sum = 0.0f;", "float sum = 0.0f; return;")
     assert graded("wrong", half).points == 0
     assert graded("done", COARSENED.path.read_text()).points == 2
+    # the notebook's own code replaces the grading call; the grader grades the kernel itself
+    cheat = ("from pmpp import exercises\nclass Passed:\n    passed = True\n"
+             "exercises.grade = lambda *args, **kwargs: Passed()")
+    cheated = graded("cheat", first_cell=cheat)
+    assert cheated.points == 0 and "graded by the grader" in cheated.checks[0].reason, str(cheated)
 
 
 def test_a_grader_without_the_notebook_packages_stops_before_scoring_anyone(monkeypatch, tmp_path):
