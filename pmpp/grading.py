@@ -129,12 +129,14 @@ class _Planned:
     criterion: object = None     # a performance check's exercises.Criterion
 
 
-def plan(exercise) -> list[_Planned]:
-    """The checks an exercise is graded on, in order: the same list whatever the submission does."""
+def plan(exercise, seed: int = 0) -> list[_Planned]:
+    """The checks an exercise is graded on, in order: the same list whatever the submission does.
+    Besides the chapter's awkward sizes, one size drawn from ``seed`` (odd, between half the largest
+    and the largest): a kernel written for the sizes it knows meets one it cannot know."""
     chapter = chapters.get(exercise.chapter)
     variant = chapter.variant(exercise.variant)
     checks = [_Planned("compiles", "compiles on the CPU engine")]
-    for n in chapter.test_sizes or (None,):        # a chapter without sizes: its CPU problem
+    for n in _sizes(chapter, seed):
         problem = problem_for(variant, {**chapter.problems["cpu"], **({} if n is None else {"n": n})})
         size = f"n={n}" if n is not None else chapter.describe(problem)
         checks.append(_Planned("correct", f"correct at {size} on random inputs (CPU engine: races "
@@ -152,6 +154,15 @@ def plan(exercise) -> list[_Planned]:
         problem = problem_for(variant, default_problem(chapter, "cupy"))
         checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
     return checks
+
+
+def _sizes(chapter, seed: int) -> tuple:
+    """The chapter's test sizes (a chapter without any: its CPU problem, None), and a drawn one."""
+    if not chapter.test_sizes:
+        return (None,)
+    largest = max(chapter.test_sizes)
+    drawn = int(np.random.default_rng([seed, 1]).integers(largest // 2, largest)) | 1
+    return tuple(chapter.test_sizes) + ((drawn,) if drawn not in chapter.test_sizes else ())
 
 
 def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None,
@@ -179,7 +190,7 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     if data is not None and STUB_MARK.encode() in data:
         skip = _stub_left(data.decode(errors="replace"))
     with sandbox.sandboxed() as box:
-        for index, planned in enumerate(plan(ex)):
+        for index, planned in enumerate(plan(ex, seed)):
             points = float(ex.points.get(planned.kind, 1))
             wrong = planned.kind == "performance" and any(not c.passed for c in report.checks)
             if skip or wrong:

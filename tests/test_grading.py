@@ -50,13 +50,25 @@ def test_a_stub_scores_nothing_and_says_why(tmp_path):
 def test_points_are_the_manifests_and_partial_credit_is_given(tmp_path):
     full = grading.grade("reduction/05", seed=1)
     assert full.passed and full.points == full.max_points
-    expected = sum(COARSENED.points[kind] for kind in ("compiles",)) + sum(
-        COARSENED.points["correct"] + COARSENED.points["exact"]
-        for _ in chapters.get("reduction").test_sizes) + COARSENED.points["performance"] * len(COARSENED.performance)
+    sizes = len(chapters.get("reduction").test_sizes) + 1          # and one drawn from the seed
+    expected = COARSENED.points["compiles"] + sizes * (COARSENED.points["correct"] + COARSENED.points["exact"]) \
+        + COARSENED.points["performance"] * len(COARSENED.performance)
     assert full.max_points == expected
     # Drops the last element: the float check forgives it, the exact checks do not.
     dropped = grading.grade("reduction/05", planted(tmp_path, "< n)", "< n - 1)"), seed=1)
     assert 0 < dropped.points < dropped.max_points and not dropped.passed
+
+
+def test_a_kernel_written_for_the_known_sizes_meets_one_drawn_from_the_seed(tmp_path):
+    # right at the chapter's fixed sizes only: wrong (zero) at any other
+    known = " || ".join(f"n == {n}u" for n in chapters.get("reduction").test_sizes)
+    path = planted(tmp_path, "float sum = 0.0f;", f"float sum = 0.0f; if (!({known})) return;")
+    report = grading.grade("reduction/05", path, seed=11)
+    drawn = [c for c in report.checks if c.size and int(c.size[2:]) not in chapters.get("reduction").test_sizes]
+    assert drawn and not any(c.passed for c in drawn) and not report.passed
+    assert all(c.passed for c in report.checks if c.name.startswith(("compiles", "correct", "exact")) and c not in drawn)
+    sizes = {c.size for c in grading.grade("reduction/05", path, seed=12).checks if c.size} - {c.size for c in report.checks}
+    assert sizes, "another seed draws another size"
 
 
 def test_the_same_seed_gives_the_same_verdict(tmp_path):
