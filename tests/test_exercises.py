@@ -66,6 +66,27 @@ def test_each_performance_criterion_is_missed_by_the_variant_before_the_exercise
         assert counted[criterion.metric] > criterion.at_most, (before, criterion)
 
 
+def test_a_kernel_that_does_nothing_gets_nothing_for_correctness(tmp_path):
+    # the output it leaves is the grader's fresh one, not an earlier launch's answer
+    text = COARSENED.path.read_text()
+    begin, end = text.index("// BEGIN SOLUTION"), text.index("// END SOLUTION")
+    path = tmp_path / "05_coarsened.cu"
+    path.write_text(text[:begin] + text[end:])
+    report = exercises.grade("reduction/05_coarsened", path, seed=2)
+    assert all(not c.passed for c in report.checks if c.name.startswith(("correct", "exact")))
+
+
+def test_a_kernel_that_replays_its_first_launch_is_wrong_at_the_next(tmp_path):
+    # a __device__ flag kept between launches: computes once, then leaves the output alone
+    path = planted(tmp_path, "float sum = 0.0f;", "if (pmppDone) return; float sum = 0.0f;", "05_coarsened.cu")
+    path.write_text(path.read_text().replace('extern "C" __global__', '__device__ int pmppDone = 0;\nextern "C" __global__', 1)
+                    .replace("atomicAdd(output, input_s[0]);", "atomicAdd(output, input_s[0]); pmppDone = 1;"))
+    report = exercises.grade("reduction/05_coarsened", path, seed=2)
+    # each build (checked, plain) computes at its first size; every later size is replayed
+    later = [c for c in report.checks if c.name.startswith(("correct", "exact")) and c.size != "n=1"]
+    assert later and not any(c.passed for c in later) and "wrong result" in later[0].reason, str(report)
+
+
 def test_each_chapter_with_exercises_has_at_least_two():
     per_chapter = {}
     for e in exercises.exercises():

@@ -66,8 +66,11 @@ def make_integer_inputs(problem: Mapping[str, Any], xp, rng: np.random.Generator
     most 2^24 every float32 addition is exact, whatever the order - so each variant's sum must equal
     the reference EXACTLY (guaranteed for n <= 2^21 with the default bound 8; for larger n the
     partial sums of random signs stay near sqrt(n)*5, still far below 2^24). A dropped or
-    double-counted element that a tolerance could hide changes the sum by a nonzero integer."""
+    double-counted element that a tolerance could hide changes the sum by a nonzero integer. The
+    values never sum to zero: a kernel that writes nothing leaves the zeroed output, and must fail."""
     x = generator_for(xp, rng).integers(-bound, bound + 1, size=problem["n"]).astype(np.float32)
+    if x.size and float(x.sum()) == 0:
+        x[0] = x[0] + (1 if float(x[0]) < bound else -1)
     return {"x": xp.asarray(x)}
 
 
