@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BackendUnavailableError
-from .exercises import find
+from .exercises import exercises, find
 from .grading import DEFAULT_TIMEOUT, find_submitted, grade
 from .notebook_grading import grade_notebook, is_notebook_exercise
+from .markers import kernel_regions, stub_kernel
 from .notebooks import require_execution
+from .similarity import similar_pairs
 
 CSV_FIELDS = ("student", "file", "sha256", "checks_passed", "checks", "points", "total", "passed",
-              "seed")
+              "seed", "similar_to")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,13 @@ def _grade_one(exercise: str, submission: Submission, options: dict):
     return grade(exercise, submission.path, student=submission.student, missing=missing, **options)
 
 
-def write_csv(reports, path) -> None:
+def write_csv(reports, path, pairs=()) -> None:
+    """One row per student; ``similar_to``: the others whose submission is alike (see
+    :func:`similar_submissions`), with the share of fingerprints they have in common."""
+    alike = {}
+    for a, b, share in pairs:
+        alike.setdefault(a, []).append(f"{b} {share:.2f}")
+        alike.setdefault(b, []).append(f"{a} {share:.2f}")
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         writer.writeheader()
@@ -121,7 +129,31 @@ def write_csv(reports, path) -> None:
             writer.writerow({"student": r.student, "file": r.submission, "sha256": r.sha256 or "",
                              "checks_passed": sum(c.passed for c in r.checks),
                              "checks": len(r.checks), "points": f"{r.points:g}",
-                             "total": f"{r.max_points:g}", "passed": r.passed, "seed": r.seed})
+                             "total": f"{r.max_points:g}", "passed": r.passed, "seed": r.seed,
+                             "similar_to": "; ".join(alike.get(r.student, []))})
+
+
+def similar_submissions(exercise: str, submissions) -> list[tuple[str, str, float]]:
+    """Pairs of students whose kernel files are alike beyond :data:`pmpp.similarity.THRESHOLD`,
+    once the code every student was given (the exercise's file with its solution stubbed) is taken
+    out; none for notebook exercises."""
+    if is_notebook_exercise(exercise):
+        return []
+    texts = {}
+    for s in submissions:
+        try:
+            texts[s.student] = Path(s.path).read_text(errors="replace") if s.path else None
+        except OSError:
+            texts[s.student] = None
+    return similar_pairs({k: v for k, v in texts.items() if v}, given=[_starter(exercise)])
+
+
+def _starter(exercise: str) -> str:
+    """The exercise's file as a student receives it: its solution regions stubbed."""
+    ex = find(exercise)
+    text = ex.path.read_text()
+    regions, _ = kernel_regions(text, f"kernels/{ex.name}.cu", ex.name, {e.name for e in exercises()})
+    return stub_kernel(text, regions, ex.name)
 
 
 def write_feedback(reports, folder) -> list[Path]:
@@ -155,8 +187,12 @@ def class_main(args) -> int:
 
     reports = grade_class(args.exercise, submissions, seed=seed, timeout=args.timeout,
                           jobs=args.jobs, on_report=None if args.quiet else show)
+    pairs = similar_submissions(args.exercise, submissions)
+    for a, b, share in pairs:
+        print(f"alike: {a} and {b} share {share:.0%} of their fingerprints (starter code taken out)",
+              file=sys.stderr)
     if args.csv:
-        write_csv(reports, args.csv)
+        write_csv(reports, args.csv, pairs)
     if args.feedback:
         write_feedback(reports, args.feedback)
     if args.json:
