@@ -20,6 +20,7 @@ import secrets
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from .errors import BackendUnavailableError
 from .exercises import exercises, find
@@ -40,8 +41,9 @@ class Submission:
     problem: str = ""          # why no file was found
 
 
-def collect(exercise: str, paths) -> list[Submission]:
-    """The submissions that ``paths`` (files and folders) hold, one per student."""
+def collect(exercise: str, paths, any_name: bool = True) -> list[Submission]:
+    """The submissions that ``paths`` (files and folders) hold, one per student. In a student's
+    folder, the file named like the exercise's, else (``any_name``) the one file of its kind."""
     kernel_name = expected_file(exercise)
     found = []
     files = [Path(p) for p in paths if not Path(p).is_dir()]
@@ -51,7 +53,7 @@ def collect(exercise: str, paths) -> list[Submission]:
     for folder in (Path(p) for p in paths if Path(p).is_dir()):
         students = sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
         if students:
-            found += [_student_folder(d, kernel_name) for d in students]
+            found += [_student_folder(d, kernel_name, any_name) for d in students]
         else:
             suffix = Path(kernel_name).suffix
             found += [Submission(f.stem, f) for f in sorted(folder.glob(f"*{suffix}"))]
@@ -69,8 +71,8 @@ def expected_file(exercise: str) -> str:
     return f"{find(exercise).variant}.cu"
 
 
-def _student_folder(folder: Path, kernel_name: str) -> Submission:
-    path, problem = find_submitted(folder, kernel_name, any_name=True)
+def _student_folder(folder: Path, kernel_name: str, any_name: bool = True) -> Submission:
+    path, problem = find_submitted(folder, kernel_name, any_name=any_name)
     return Submission(folder.name, path, problem or "")
 
 
@@ -166,6 +168,50 @@ def write_feedback(reports, folder) -> list[Path]:
         path.write_text(str(r) + "\n")
         written.append(path)
     return written
+
+
+def gradebook(items: Sequence[str], class_dir, *, seed=None, timeout=None, jobs=None,
+              on_report=None) -> dict[str, dict[str, object]]:
+    """Grade every student folder of ``class_dir`` on each of ``items`` (exercises and notebooks),
+    all with one seed: {student: {item: report}}. A student without an item's file gets that
+    item's report saying so (no points)."""
+    seed = secrets.randbelow(2 ** 31) if seed is None else int(seed)
+    book: dict[str, dict[str, object]] = {}
+    for item in items:
+        # a folder holds several exercises' files: each is found by its own name only
+        submissions = collect(item, [class_dir], any_name=False)
+        for report in grade_class(item, submissions, seed=seed, timeout=timeout, jobs=jobs, on_report=on_report):
+            book.setdefault(report.student, {})[item] = report
+    return dict(sorted(book.items()))
+
+
+def write_gradebook(book, items: Sequence[str], path) -> None:
+    """One row per student: the points of each item, the total and the most there was to get."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", *items, "total", "max_total"])
+        for student, reports in book.items():
+            points = [reports[i].points if i in reports else 0.0 for i in items]
+            most = sum(reports[i].max_points for i in items if i in reports)
+            writer.writerow([student, *(f"{p:g}" for p in points), f"{sum(points):g}", f"{most:g}"])
+
+
+def gradebook_main(args) -> int:
+    """``pmpp gradebook CLASS_DIR ITEM... --csv F [--feedback DIR]``."""
+    import sys
+    seed = secrets.randbelow(2 ** 31) if args.seed is None else args.seed
+    print(f"grading {args.class_dir} on {', '.join(args.items)}, seed {seed}", file=sys.stderr, flush=True)
+    book = gradebook(args.items, args.class_dir, seed=seed, timeout=args.timeout, jobs=args.jobs)
+    write_gradebook(book, args.items, args.csv)
+    if args.feedback:
+        folder = Path(args.feedback)
+        folder.mkdir(parents=True, exist_ok=True)
+        for student, reports in book.items():
+            (folder / f"{student}.txt").write_text("\n\n".join(str(r) for r in reports.values()) + "\n")
+    for student, reports in book.items():
+        print(f"{student:<24} {sum(r.points for r in reports.values()):g}/"
+              f"{sum(r.max_points for r in reports.values()):g}")
+    return 0
 
 
 def class_main(args) -> int:

@@ -1,4 +1,4 @@
-"""The ``pmpp`` command: list, run, bench, tune, profile, check-kernels, notebooks, exercises, grade, course, release."""
+"""The ``pmpp`` command: list, run, bench, tune, profile, check-kernels, notebooks, exercises, grade, gradebook, course, release."""
 from __future__ import annotations
 
 import argparse
@@ -108,6 +108,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gradescope", metavar="FILE", help="also write the verdict as Gradescope's results.json")
     p.add_argument("--prairielearn", metavar="FILE", help="also write the verdict as PrairieLearn's results.json")
     p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("gradebook", help="grade a class folder on several exercises and notebooks: one CSV")
+    p.add_argument("class_dir", metavar="CLASS_DIR", help="a folder of student folders")
+    p.add_argument("items", nargs="+", metavar="ITEM",
+                   help="exercises (reduction/05_coarsened) and notebooks (10_reduction) to grade")
+    p.add_argument("--csv", required=True, help="the gradebook: a row per student, a column per item, the total")
+    p.add_argument("--feedback", metavar="DIR", help="write each student's verdicts to DIR/STUDENT.txt")
+    p.add_argument("--seed", type=int, help="the inputs' random seed, the same for every item and student")
+    p.add_argument("--jobs", type=int, help="submissions graded at once (default: the machine's cores)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per launch (default 30)")
+    p.set_defaults(func=cmd_gradebook)
 
     p = sub.add_parser("course", help="autograders for Gradescope and PrairieLearn (they grade with the CPU engine)")
     p.add_argument("platform", choices=("gradescope", "prairielearn"))
@@ -464,6 +475,11 @@ def _grade_for_platforms(args) -> int:
     if args.prairielearn:
         write_json(prairielearn_results([report], gpu=gpu), args.prairielearn)
     return 0 if report.passed else 1
+
+
+def cmd_gradebook(args) -> int:
+    from .classroom import gradebook_main
+    return gradebook_main(args)
 
 
 def cmd_course(args) -> int:

@@ -319,3 +319,21 @@ def test_a_kernel_holding_another_exercises_stub_says_which(tmp_path):
     path.write_text(text)
     report = grading.grade("reduction/05", path)
     assert report.points == 0 and "reduction/14_warp_shuffle" in report.checks[0].reason
+
+
+def test_a_gradebook_has_a_column_per_exercise_and_the_same_total_for_everyone(tmp_path):
+    import csv as csv_module
+    from pmpp.cli import main
+    (tmp_path / "class" / "ann").mkdir(parents=True)
+    (tmp_path / "class" / "ann" / "05_coarsened.cu").write_text(COARSENED.path.read_text())
+    stub(tmp_path / "class" / "ben")
+    (tmp_path / "class" / "ben" / "14_warp_shuffle.cu").write_text(f"// {exercises.STUB_MARK}\n")
+    items = ["reduction/05_coarsened", "reduction/14_warp_shuffle"]
+    assert main(["gradebook", str(tmp_path / "class"), *items, "--csv", str(tmp_path / "book.csv"),
+                 "--seed", "4", "--jobs", "2", "--feedback", str(tmp_path / "feedback")]) == 0
+    rows = {r["student"]: r for r in csv_module.DictReader(open(tmp_path / "book.csv"))}
+    assert set(rows) == {"ann", "ben"} and rows["ann"]["max_total"] == rows["ben"]["max_total"]
+    assert float(rows["ann"][items[0]]) > 0 and float(rows["ann"][items[1]]) == 0 == float(rows["ben"]["total"])
+    assert float(rows["ann"]["total"]) == float(rows["ann"][items[0]])
+    ann = (tmp_path / "feedback" / "ann.txt").read_text()
+    assert "reduction/05_coarsened: PASS" in ann and "no submission: no 14_warp_shuffle.cu" in ann
