@@ -377,13 +377,18 @@ def grade_main(exercise: str, path, json_out=None, timeout=DEFAULT_TIMEOUT, seed
     """``pmpp grade EXERCISE [FILE]``: print the verdict (each check as it finishes, on standard
     error, unless ``quiet``), write JSON if asked; 0 if it passed."""
     import sys
+    live = not quiet and sys.stderr.isatty()       # a terminal: one line that counts, then the verdict
+    done = []
 
     def show(check):
-        if not quiet:
-            print(f"  ... {'pass' if check.passed else 'FAIL'}: {check.name}", file=sys.stderr,
+        done.append(check.passed)
+        if live:
+            print(f"\r  grading: {len(done)} checks run, {done.count(False)} failed", end="", file=sys.stderr,
                   flush=True)
 
     report = grade(exercise, path, timeout=timeout, seed=seed, progress=show)
+    if live:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
     print(report)
     if json_out == "-":
         print(report.to_json())

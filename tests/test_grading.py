@@ -337,3 +337,12 @@ def test_a_gradebook_has_a_column_per_exercise_and_the_same_total_for_everyone(t
     assert float(rows["ann"]["total"]) == float(rows["ann"][items[0]])
     ann = (tmp_path / "feedback" / "ann.txt").read_text()
     assert "reduction/05_coarsened: PASS" in ann and "no submission: no 14_warp_shuffle.cu" in ann
+
+
+def test_each_check_is_printed_once(capsys):
+    from pmpp.cli import main
+    assert main(["grade", "reduction/05_coarsened", str(COARSENED.path), "--seed", "1"]) == 0
+    out = capsys.readouterr()
+    printed = out.out + out.err
+    for check in grading.plan(COARSENED, 1):
+        assert printed.count(f"[pass] {check.name}") == 1 and printed.count(check.name) == 1, check.name
