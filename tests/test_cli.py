@@ -37,7 +37,6 @@ def test_run_checks_and_times_the_chosen_variants(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("nvcc")   # with test_targets' register checks, which reuse its reports
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not installed")
 def test_every_kernel_compiles_for_every_gpu_from_t4_to_h100_without_spills(capsys):
     from pmpp.cli import kernel_targets

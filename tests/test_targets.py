@@ -172,7 +172,6 @@ def test_every_chapters_launches_fit_the_targets_threads_and_shared_memory(arch,
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("nvcc")   # after test_cli's every-kernel compile, on its worker: nvcc's reports cached
 @pytest.mark.skipif(not compilecheck.nvcc_available(), reason="nvcc not found: install the CUDA toolkit")
 @pytest.mark.parametrize("arch", targets.ARCHS)
 def test_every_chapters_launches_fit_the_targets_registers(arch, monkeypatch):
