@@ -445,9 +445,9 @@ def cmd_exercises(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from .classroom import class_main
-    from .grading import grade_main
-    from .notebook_grading import is_notebook_exercise
+    from .course.classroom import class_main
+    from .course.grading import grade_main
+    from .course.notebook_grading import is_notebook_exercise
     if is_notebook_exercise(args.exercise):
         if not args.submissions:
             raise ValueError(f"give the student's notebook: pmpp grade {args.exercise} PATH.ipynb")
@@ -464,9 +464,9 @@ def cmd_grade(args) -> int:
 
 
 def _grade_for_platforms(args) -> int:
-    from .autograders import gradescope_results, prairielearn_results, write_json
+    from .course.autograders import gradescope_results, prairielearn_results, write_json
     from .backends import gpu_available
-    from .grading import grade
+    from .course.grading import grade
     report = grade(args.exercise, (args.submissions or [None])[0], timeout=args.timeout, seed=args.seed)
     print(report)
     gpu = gpu_available()
@@ -478,12 +478,12 @@ def _grade_for_platforms(args) -> int:
 
 
 def cmd_gradebook(args) -> int:
-    from .classroom import gradebook_main
+    from .course.classroom import gradebook_main
     return gradebook_main(args)
 
 
 def cmd_course(args) -> int:
-    from .autograders import build_gradescope, build_prairielearn
+    from .course.autograders import build_gradescope, build_prairielearn
     build = build_gradescope if args.platform == "gradescope" else build_prairielearn
     out = build(args.exercises, args.out)
     print(f"{args.platform} autograder for {', '.join(args.exercises)}: {out}")
@@ -491,7 +491,7 @@ def cmd_course(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from .release import release
+    from .course.release import release
     folder = args.folder or args.student
     if not folder:
         raise PmppError("name the folder to write, e.g. pmpp release ../pmpp-student")

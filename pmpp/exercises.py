@@ -13,7 +13,7 @@ tests between ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``.
 
 * This module: which exercises there are (the list, not the markers, so an exercise stays known
   once a student has replaced its stub), and whether a kernel file is still a stub.
-* :mod:`pmpp.release` writes the student tree; :mod:`pmpp.grading` grades submissions
+* :mod:`pmpp.course.release` writes the student tree; :mod:`pmpp.course.grading` grades submissions
   (:func:`grade` is re-exported here for the notebooks' grading cells).
 """
 from __future__ import annotations
@@ -155,6 +155,6 @@ def skip_if_not_implemented():
 
 
 def grade(exercise, path=None, **options):
-    """Grade a submission; see :func:`pmpp.grading.grade`."""
-    from .grading import grade as grade_submission
+    """Grade a submission; see :func:`pmpp.course.grading.grade`."""
+    from .course.grading import grade as grade_submission
     return grade_submission(exercise, path, **options)

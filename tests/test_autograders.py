@@ -8,8 +8,9 @@ import zipfile
 
 import pytest
 
-from pmpp import autograders, exercises
-from pmpp.grading import Check, GradeReport
+from pmpp import exercises
+from pmpp.course import autograders
+from pmpp.course.grading import Check, GradeReport
 
 COARSENED = exercises.find("reduction/05_coarsened")
 

@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from pmpp import chapters, exercises, grading
-from pmpp.classroom import collect
+from pmpp import chapters, exercises
+from pmpp.course import grading
+from pmpp.course.classroom import collect
 from pmpp.cli import main
 from pmpp.runner import problem_for
 
@@ -205,7 +206,7 @@ def _answer(released, body, folder, drop_tests=False):
 
 
 def test_a_notebook_is_graded_with_its_hidden_tests_put_back(warm_up, tmp_path):
-    from pmpp.notebook_grading import grade_notebook
+    from pmpp.course.notebook_grading import grade_notebook
     instructor, released = warm_up
     assert "double(-3)" not in json.dumps(released)
     grade = lambda body, **kw: grade_notebook("warm_up", _answer(released, body, tmp_path / body[:6], **kw),
@@ -225,7 +226,7 @@ def test_a_notebook_is_graded_with_its_hidden_tests_put_back(warm_up, tmp_path):
 def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp_path):
     # the grader's workbook holds the instructor's solution; each student's folder holds their own
     from pmpp import notebooks
-    from pmpp.notebook_grading import grade_notebook
+    from pmpp.course.notebook_grading import grade_notebook
     check = ("# tests: 2 points\nfrom pmpp import exercises\nreport = exercises.grade('reduction/05_coarsened')\n"
              "print(report)\n### BEGIN HIDDEN TESTS\nassert report.passed\n### END HIDDEN TESTS")
     instructor = tmp_path / "grader" / "kernel_check.ipynb"
@@ -262,7 +263,8 @@ def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp
 def test_a_grader_without_the_notebook_packages_stops_before_scoring_anyone(monkeypatch, tmp_path):
     import sys
 
-    from pmpp import classroom, notebooks
+    from pmpp import notebooks
+from pmpp.course import classroom
     from pmpp.errors import BackendUnavailableError
     monkeypatch.setitem(sys.modules, "nbclient", None)          # as if it were not installed
     with pytest.raises(BackendUnavailableError, match="nbclient.*pip install"):

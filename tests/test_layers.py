@@ -26,12 +26,11 @@ def lint(config_file):
 def test_the_layers_point_one_way():
     done = lint(ROOT / "pyproject.toml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 kept, 0 broken" in done.stdout
+    assert f"{len(CONFIG['contracts'])} kept, 0 broken" in done.stdout
 
 
 def test_at_most_five_imports_run_back_up():
-    (contract,) = CONFIG["contracts"]
-    assert len(contract["ignore_imports"]) <= 5
+    assert sum(len(contract.get("ignore_imports", [])) for contract in CONFIG["contracts"]) <= 5
 
 
 def test_an_import_from_a_higher_layer_breaks_the_contract(tmp_path):

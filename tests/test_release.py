@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pmpp import chapters, exercises, load, release
+from pmpp import chapters, exercises, load
+from pmpp.course import release
 from pmpp.markers import MarkerError
 
 ROOT = Path(__file__).parent.parent

@@ -1,8 +1,9 @@
 """Similarity in a class: winnowed token fingerprints, the starter code taken out."""
 import csv
 
-from pmpp import classroom, exercises, similarity
-from pmpp.grading import GradeReport
+from pmpp import exercises
+from pmpp.course import classroom, similarity
+from pmpp.course.grading import GradeReport
 
 COARSENED = exercises.find("reduction/05_coarsened")
 SOLUTION = COARSENED.path.read_text()

@@ -10,7 +10,7 @@
   notebooks lose their outputs, solutions and hidden tests; README.md is the student's
   (``docs/student-README.md``);
 * nothing is written unless every marker is well formed and the release, checked file by file,
-  holds no exercise's solution (:mod:`pmpp.leaks`);
+  holds no exercise's solution (:mod:`pmpp.course.leaks`);
 * a release folder is updated in place: ``.pmpp-release`` lists the files the release wrote, and
   releasing again rewrites those, removes the ones no longer released and leaves everything else
   (``.git``, files added there) alone. Releasing twice gives identical files.
@@ -22,9 +22,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import exercises, hosted, leaks, markers
-from .notebooks import cell_source, notebook_text
-from .source import kernels_dir
+from .. import exercises, hosted, markers
+from . import leaks
+from ..notebooks import cell_source, notebook_text
+from ..source import kernels_dir
 
 # What a release holds: under each folder, files with these endings (None: any file) ...
 RELEASED_FOLDERS = {"pmpp": None, "kernels": (".cu", ".cuh", ".h", ".toml"), "notebooks": (".ipynb",),

@@ -6,7 +6,7 @@ CPU engine, with its race, bounds and barrier checks) and exact on inputs that e
 summation order sums exactly; on a GPU, right at full size, timed beside the reference solution.
 The inputs come from ``seed`` (a fresh one by default, recorded in the verdict), so the same seed
 gives the same verdict. Every failure is a verdict with a reason, never a traceback.
-:mod:`pmpp.classroom` grades many submissions at once.
+:mod:`pmpp.course.classroom` grades many submissions at once.
 """
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, chapters
-from .backends.cpu import sandbox
-from .backends.cpu.sandbox import SandboxViolation
-from .backends import gpu_available
-from .errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
+from .. import __version__, chapters
+from ..backends.cpu import sandbox
+from ..backends.cpu.sandbox import SandboxViolation
+from ..backends import gpu_available
+from ..errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
                      KernelTimeoutError, PmppError)
-from .counters import counting_module
-from .exercises import STUB_MARK, find
-from .markers import stubs_in
-from .runner import default_problem, load_variant, problem_for, verify
+from ..counters import counting_module
+from ..exercises import STUB_MARK, find
+from ..markers import stubs_in
+from ..runner import default_problem, load_variant, problem_for, verify
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -323,9 +323,9 @@ def _time_on_gpu(report, chapter, variant, submission, ex, seed):
     a timer misused), and fails the verdict."""
     import cupy
 
-    from .device import theoretical_peaks
-    from .results import device_info
-    from .timing import bench
+    from ..device import theoretical_peaks
+    from ..results import device_info
+    from ..timing import bench
     problem = problem_for(variant, default_problem(chapter, "cupy"))
     inputs = chapter.make_inputs(problem, cupy, np.random.default_rng(seed))
 
@@ -358,7 +358,7 @@ def plausible_time(time_us: float, model_bytes: float, peak_gbs: float | None) -
 
 def workbook_version() -> str:
     """pmpp's version and the commit the workbook is at, where known."""
-    from .results import git_commit
+    from ..results import git_commit
     commit = git_commit()
     return f"pmpp {__version__}" + (f" ({commit})" if commit else "")
 

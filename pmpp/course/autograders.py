@@ -26,8 +26,8 @@ import zipfile
 from pathlib import Path
 from typing import Sequence
 
-from .backends import gpu_available
-from .exercises import find
+from ..backends import gpu_available
+from ..exercises import find
 from .grading import DEFAULT_TIMEOUT, GradeReport, find_submitted, grade
 
 GRADESCOPE_ROOT = "/autograder"      # source/ (the zip), submission/, results/results.json
@@ -116,7 +116,7 @@ workbook="$here/workbook"
 [ -d "$workbook" ] || workbook="{source}/workbook"
 export PMPP_KERNELS="$workbook/kernels"
 cd "$workbook"
-exec "${{PMPP_PYTHON:-{python}}}" -m pmpp.autograders {kind} {exercises}
+exec "${{PMPP_PYTHON:-{python}}}" -m pmpp.course.autograders {kind} {exercises}
 """
 
 
@@ -135,7 +135,7 @@ def _checked(exercises: Sequence[str]) -> list[str]:
 
 def _workbook_files(source_dir=None) -> dict[str, bytes]:
     from .release import student_files
-    from .source import kernels_dir
+    from ..source import kernels_dir
     return student_files(Path(source_dir) if source_dir else kernels_dir().parent)
 
 
@@ -212,5 +212,5 @@ def run(kind: str, exercises: Sequence[str], root=None) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("gradescope", "prairielearn"):
-        sys.exit("usage: python -m pmpp.autograders gradescope|prairielearn EXERCISE...")
+        sys.exit("usage: python -m pmpp.course.autograders gradescope|prairielearn EXERCISE...")
     sys.exit(run(sys.argv[1], sys.argv[2:]))

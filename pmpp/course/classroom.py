@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .errors import BackendUnavailableError
-from .exercises import exercises, find
+from ..errors import BackendUnavailableError
+from ..exercises import exercises, find
 from .grading import DEFAULT_TIMEOUT, find_submitted, grade
 from .notebook_grading import grade_notebook, is_notebook_exercise
-from .markers import kernel_regions, stub_kernel
-from .notebooks import require_execution
+from ..markers import kernel_regions, stub_kernel
+from ..notebooks import require_execution
 from .similarity import similar_pairs
 
 CSV_FIELDS = ("student", "file", "sha256", "checks_passed", "checks", "points", "total", "passed",
@@ -136,7 +136,7 @@ def write_csv(reports, path, pairs=()) -> None:
 
 
 def similar_submissions(exercise: str, submissions) -> list[tuple[str, str, float]]:
-    """Pairs of students whose kernel files are alike beyond :data:`pmpp.similarity.THRESHOLD`,
+    """Pairs of students whose kernel files are alike beyond :data:`pmpp.course.similarity.THRESHOLD`,
     once the code every student was given (the exercise's file with its solution stubbed) is taken
     out; none for notebook exercises."""
     if is_notebook_exercise(exercise):

@@ -3,7 +3,7 @@
 Lines are compared normalized: comments, whitespace and braces removed. A solution line counts
 only if it is *significant*: at least :data:`SHORTEST` characters once normalized, not a
 preprocessor line, not a bare barrier or fence (``}``, ``return;``, ``__syncthreads();`` give
-nothing away), and not *public*: a line the student is given anyway (:mod:`pmpp.release` says
+nothing away), and not *public*: a line the student is given anyway (:mod:`pmpp.course.release` says
 which: the code around the exercise's stub, the variants before it). A released file leaks an
 exercise if it holds
 
@@ -21,7 +21,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .markers import Region
+from ..markers import Region
 
 RUN = 3
 FRACTION = 0.5

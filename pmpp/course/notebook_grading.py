@@ -21,10 +21,10 @@ import json
 import os
 from pathlib import Path
 
-from .exercises import exercises, find
+from ..exercises import exercises, find
 from .grading import SUBMISSION_ENV, Check, GradeReport, find_submitted, grade, workbook_version
-from .errors import BackendUnavailableError
-from .notebooks import CELL_TIMEOUT, cell_source, nbgrader_metadata, notebook_paths, run
+from ..errors import BackendUnavailableError
+from ..notebooks import CELL_TIMEOUT, cell_source, nbgrader_metadata, notebook_paths, run
 
 def is_notebook_exercise(name: str) -> bool:
     """``10_reduction`` or ``10_reduction.ipynb``: one of the workbook's notebooks."""
@@ -98,7 +98,7 @@ def _student_root(notebook: Path) -> Path:
 @contextlib.contextmanager
 def _kernels_from(folder: Path):
     """While the notebook runs, an exercise it grades is the student's file in ``folder`` (see
-    :data:`pmpp.grading.SUBMISSION_ENV`); the notebook's kernel process inherits the setting."""
+    :data:`pmpp.course.grading.SUBMISSION_ENV`); the notebook's kernel process inherits the setting."""
     before = os.environ.get(SUBMISSION_ENV)
     os.environ[SUBMISSION_ENV] = str(folder)
     try:
