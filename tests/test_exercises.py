@@ -76,6 +76,7 @@ def test_a_kernel_that_does_nothing_gets_nothing_for_correctness(tmp_path):
     assert all(not c.passed for c in report.checks if c.name.startswith(("correct", "exact")))
 
 
+@pytest.mark.slow
 def test_a_kernel_that_replays_its_first_launch_is_wrong_at_the_next(tmp_path):
     # a __device__ flag kept between launches: computes once, then leaves the output alone
     path = planted(tmp_path, "float sum = 0.0f;", "if (pmppDone) return; float sum = 0.0f;", "05_coarsened.cu")

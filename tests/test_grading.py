@@ -223,6 +223,7 @@ def test_a_notebook_is_graded_with_its_hidden_tests_put_back(warm_up, tmp_path):
     assert deleted.points == 1 and "deleted" in deleted.checks[1].reason
 
 
+@pytest.mark.slow
 def test_a_notebooks_kernel_check_grades_the_students_kernel_not_the_graders(tmp_path):
     # the grader's workbook holds the instructor's solution; each student's folder holds their own
     from pmpp import notebooks
@@ -264,7 +265,7 @@ def test_a_grader_without_the_notebook_packages_stops_before_scoring_anyone(monk
     import sys
 
     from pmpp import notebooks
-from pmpp.course import classroom
+    from pmpp.course import classroom
     from pmpp.errors import BackendUnavailableError
     monkeypatch.setitem(sys.modules, "nbclient", None)          # as if it were not installed
     with pytest.raises(BackendUnavailableError, match="nbclient.*pip install"):
@@ -323,6 +324,7 @@ def test_a_kernel_holding_another_exercises_stub_says_which(tmp_path):
     assert report.points == 0 and "reduction/14_warp_shuffle" in report.checks[0].reason
 
 
+@pytest.mark.slow
 def test_a_gradebook_has_a_column_per_exercise_and_the_same_total_for_everyone(tmp_path):
     import csv as csv_module
     from pmpp.cli import main

@@ -193,6 +193,7 @@ def process_running(pid):
     return bool(state) and not state.startswith("Z")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_ZIG, reason="needs the ziglang wheel (a clang for macOS targets)")
 @pytest.mark.parametrize("target", ["aarch64-macos", "x86_64-macos"])
 def test_runtime_source_compiles_for_macos(tmp_path, target):

@@ -271,6 +271,7 @@ def test_releasing_again_updates_in_place_and_keeps_git(tiny, tmp_path):
                       "?? mine.txt"]
 
 
+@pytest.mark.slow
 def test_releasing_twice_gives_identical_files(student_tree, tmp_path):
     again = release.release(tmp_path / "again")
     assert files_of(student_tree) == files_of(again.folder)
@@ -391,6 +392,7 @@ def test_released_notebook_runs_under_nbval(student_tree, notebook):
     assert " passed" in run.stdout and "skipped" not in run.stdout.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_stubbed_variant_is_skipped_with_what_to_do(student_tree, capsys):
     env = released_env(student_tree)
     code = ("from pmpp import chapters, exercises, runner\n"

@@ -1,13 +1,15 @@
 """The CPU engine's counters against Nsight Compute's recording (results/counters/), and the
 recording's own plumbing (pmpp.ncu)."""
 import functools
+import hashlib
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from pmpp import chapters, ncu, validate
+from pmpp import chapters, ncu, paths, validate
+from pmpp.backends.cpu import toolchain
 from pmpp.cli import main
 
 from counter_cases import CASES, KERNEL_FILE
@@ -29,9 +31,21 @@ def rows(recording):
 
 @functools.lru_cache(maxsize=None)
 def _compared(recording_text):
-    # kept for the worker's life: pytest may tear the module's fixtures down between its tests
-    # when another module's tests run in between, and counting every variant takes a minute
-    return validate.compare_all(json.loads(recording_text), CASES, KERNEL_FILE)
+    """Every counter pair, counted once for the run: pytest-xdist may give the tests that need them
+    to both workers, so the first to start counts (a minute) while the other waits for its file,
+    which names everything the counts depend on."""
+    key = hashlib.sha256(recording_text.encode())
+    for path in sorted([*ROOT.glob("kernels/**/*"), *ROOT.glob("pmpp/backends/cpu/**/*"), ROOT / "pmpp/counters.py",
+                        ROOT / "pmpp/validate.py", ROOT / "tests/counter_cases.py"]):
+        if path.is_file():
+            key.update(path.as_posix().encode() + path.read_bytes())
+    key.update(repr(toolchain.cxx().identity).encode())
+    saved = paths.cache_dir("validate") / f"rows-{key.hexdigest()[:32]}.json"
+    with toolchain.building(saved.with_suffix("")):
+        if not saved.exists():
+            computed = validate.compare_all(json.loads(recording_text), CASES, KERNEL_FILE)
+            saved.write_text(json.dumps(computed))
+    return json.loads(saved.read_text())
 
 
 def test_the_recording_covers_every_chapter_and_the_hand_counted_kernels(recording):
@@ -47,7 +61,6 @@ def test_the_recording_covers_every_chapter_and_the_hand_counted_kernels(recordi
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("validate")   # one worker computes the rows once
 def test_engine_agrees_with_nsight_compute_on_nine_pairs_in_ten(rows):
     assert len(rows) > 500
     assert validate.agreement(rows) >= 0.90, validate.format_comparison(rows, only_disagreements=True)
@@ -68,14 +81,12 @@ same_compiler = pytest.mark.skipif(
 
 @same_compiler
 @pytest.mark.slow
-@pytest.mark.xdist_group("validate")   # one worker computes the rows once
 def test_every_disagreement_has_its_reason(rows):
     unexplained = [r for r in rows if not r["agrees"] and validate.reason(r, rows) is None]
     assert not unexplained, validate.format_comparison(unexplained)
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("validate")   # one worker computes the rows once
 def test_global_loads_and_stores_agree_everywhere(rows):
     glob = [r for r in rows if re.search(r"global_op_(ld|st)\.", r["metric"]) and validate.reason(r, rows) != "ldgsts-l1"]
     assert all(r["agrees"] for r in glob), validate.format_comparison([r for r in glob if not r["agrees"]])
@@ -83,7 +94,6 @@ def test_global_loads_and_stores_agree_everywhere(rows):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("validate")   # one worker computes the rows once
 def test_the_hand_counted_kernels_agree_exactly_but_for_predication(rows):
     cases = [r for r in rows if r["chapter"] == "cases"]
     off = [r for r in cases if not r["exact"]]
@@ -92,7 +102,6 @@ def test_the_hand_counted_kernels_agree_exactly_but_for_predication(rows):
 
 @same_compiler
 @pytest.mark.slow
-@pytest.mark.xdist_group("validate")   # one worker computes the rows once
 def test_the_validation_report_and_readme_are_current(rows, recording):
     assert (ROOT / validate.REPORT).read_text() == validate.report(rows, recording), \
         "docs/counters-validation.md is stale: python -m pmpp.validate"
