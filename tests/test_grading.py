@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pmpp import chapters, exercises
-from pmpp.course import grading
+from pmpp.course import grading, notebook_grading
 from pmpp.course.classroom import collect
 from pmpp.cli import main
 from pmpp.runner import problem_for
@@ -221,6 +221,14 @@ def test_a_notebook_is_graded_with_its_hidden_tests_put_back(warm_up, tmp_path):
     assert not_done.points == 0
     deleted = grade("return 2 * x", drop_tests=True)
     assert deleted.points == 1 and "deleted" in deleted.checks[1].reason
+    assert notebook_grading.NO_HIDDEN_TESTS not in str(right)
+    # a student's self-check against their release, which has no hidden tests, says so
+    release_copy = tmp_path / "release" / "warm_up.ipynb"
+    release_copy.parent.mkdir()
+    release_copy.write_text(json.dumps(released))
+    self_check = grade_notebook("warm_up", _answer(released, "return abs(2 * x)", tmp_path / "self"),
+                                instructor=release_copy)
+    assert self_check.points == 3 and notebook_grading.NO_HIDDEN_TESTS in str(self_check)
 
 
 @pytest.mark.slow

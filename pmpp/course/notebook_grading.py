@@ -26,6 +26,11 @@ from .grading import SUBMISSION_ENV, Check, GradeReport, find_submitted, grade, 
 from ..errors import BackendUnavailableError
 from ..notebooks import CELL_TIMEOUT, cell_source, nbgrader_metadata, notebook_paths, run
 
+HIDDEN = "### BEGIN HIDDEN TESTS"
+NO_HIDDEN_TESTS = ("; this copy of the notebook has no hidden tests (a student's release): the course's "
+                   "own grading, with them, may give fewer points")
+
+
 def is_notebook_exercise(name: str) -> bool:
     """``10_reduction`` or ``10_reduction.ipynb``: one of the workbook's notebooks."""
     if "/" in name:
@@ -48,7 +53,8 @@ def grade_notebook(notebook: str, path, *, instructor=None, student=None,
                          student=student,
                          time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                          workbook=workbook_version(),
-                         contained="not contained: a notebook runs as ordinary Python")
+                         contained="not contained: a notebook runs as ordinary Python"
+                                   + ("" if any(HIDDEN in t["source"] for t in tests) else NO_HIDDEN_TESTS))
     try:
         data = submission.read_bytes() if not missing else None
         nb = json.loads(data) if data else None
