@@ -592,6 +592,19 @@ def counters(kernel, grid, block, args, shared_mem=0, *, gpu: str = DEFAULT_GPU,
     return twin.last_counters
 
 
+def counted_run(module, launch) -> "Counters":
+    """The counters of one run of a count build ``module``: ``launch()`` makes its launches, which
+    are added up. Raises ValueError if it launched no kernel."""
+    module.launches.clear()
+    launch()
+    if not module.launches:
+        raise ValueError("launched no kernel")
+    total = module.launches[0]
+    for more in module.launches[1:]:
+        total = total + more
+    return total
+
+
 def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), timeout=None):
     """The count build of a loaded :class:`pmpp.Module` (the same file, options and defines): a
     module whose every launch leaves its counters in ``last_counters`` and appends them to

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .counters import DEFAULT_GPU, Counters, counting_module
+from .counters import DEFAULT_GPU, Counters, counted_run, counting_module
 from .ncu import SEED
 
 
@@ -31,14 +31,10 @@ def count_variant(chapter, variant, problem: Mapping[str, Any] | None = None, *,
     key = (variant.name, repr(sorted(problem.items())), seed, tuple(sample_warp))
     if key not in counted:
         inputs = chapter.make_inputs(problem, np, np.random.default_rng(seed))
-        module.launches.clear()
-        variant.launch(module, problem, inputs)
-        if not module.launches:
-            raise ValueError(f"{chapter.name} {variant.name} launched no kernel at {chapter.describe(problem)}")
-        total = module.launches[0]
-        for more in module.launches[1:]:
-            total = total + more
-        counted[key] = total
+        try:
+            counted[key] = counted_run(module, lambda: variant.launch(module, problem, inputs))
+        except ValueError as exc:
+            raise ValueError(f"{chapter.name} {variant.name} {exc} at {chapter.describe(problem)}") from None
     return counted[key]
 
 

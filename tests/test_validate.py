@@ -41,7 +41,7 @@ def _compared(recording_text):
             key.update(path.as_posix().encode() + path.read_bytes())
     key.update(repr(toolchain.cxx().identity).encode())
     saved = paths.cache_dir("validate") / f"rows-{key.hexdigest()[:32]}.json"
-    with toolchain.building(saved.with_suffix("")):
+    with paths.building(saved.with_suffix("")):
         if not saved.exists():
             computed = validate.compare_all(json.loads(recording_text), CASES, KERNEL_FILE)
             saved.write_text(json.dumps(computed))

@@ -26,7 +26,7 @@ from ..backends.cpu.sandbox import SandboxViolation
 from ..backends import gpu_available
 from ..errors import (CompileError, ExerciseNotImplemented, KernelCheckError, KernelCrashError,
                      KernelTimeoutError, PmppError)
-from ..counters import counting_module
+from ..counters import counted_run, counting_module
 from ..exercises import STUB_MARK, find
 from ..markers import stubs_in
 from ..runner import default_problem, load_variant, problem_for, verify
@@ -305,13 +305,10 @@ def _count(chapter, variant, planned, submission, timeout, seed):
     module = counting_module(load_variant(chapter, variant, backend="cpu", path=submission, timeout=timeout),
                              timeout=timeout)
     inputs = chapter.make_inputs(planned.problem, np, np.random.default_rng(seed))
-    module.launches.clear()
-    variant.launch(module, planned.problem, inputs)
-    if not module.launches:
-        raise AssertionError("the submission launched no kernel")
-    total = module.launches[0]
-    for more in module.launches[1:]:
-        total = total + more
+    try:
+        total = counted_run(module, lambda: variant.launch(module, planned.problem, inputs))
+    except ValueError:
+        raise AssertionError("the submission launched no kernel") from None
     value = total.metrics()[criterion.metric]
     if value > criterion.at_most:
         raise AssertionError(f"{criterion.metric} = {value:g}, more than {criterion.at_most:g}: {criterion.why}")

@@ -38,6 +38,7 @@ from pmpp.errors import CompileError
 import pmpp.backends.cpu.nvrtc as _nvrtc
 import pmpp.backends.cpu.source as _source
 import pmpp.backends.cpu.toolchain as _toolchain
+import pmpp.paths as _paths
 
 CHECK_VERSION = "1"
 MARKS = Path(__file__).resolve().parent / "devicecheck_marks.h"
@@ -97,7 +98,7 @@ def refuse_host_calls(src, prepared, filename, flags, out_dir, options=None, nam
             raise refused
         return verdict(True)
     _toolchain.refuse_special_includes(src, filename, out_dir, _toolchain._include_dirs(flags))
-    with _toolchain.building(Path(out_dir) / f"devcheck-{key}"):
+    with _paths.building(Path(out_dir) / f"devcheck-{key}"):
         if not (verdict_file.exists() and _toolchain._deps_current(verdict_file)):
             found = _assembly(cc, prepared, flags, Path(out_dir), key, filename)
             if found is None:

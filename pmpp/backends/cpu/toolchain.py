@@ -13,9 +13,7 @@ wall-clock timeout that stops the whole group; ``#include`` of device and system
 /proc, /sys, pipes) is refused before g++ starts.
 """
 
-import contextlib
 import difflib
-import fcntl
 import functools
 import hashlib
 import itertools
@@ -272,20 +270,6 @@ def _tmp_name(final):
     return final.with_name(f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
-@contextlib.contextmanager
-def building(stem):
-    """Hold ``stem``.lock, an exclusive lock between processes, while the files named ``stem``.*
-    are built: two compiles of one source at once (pytest-xdist's workers, two notebooks) may not
-    both run, since zig's clang can then see the source twice ("redefinition of ...")."""
-    lock = Path(f"{stem}.lock")
-    with open(lock, "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(held, fcntl.LOCK_UN)
-
-
 def runtime_library(target=None):
     """Path of the runtime library (built on first use, then cached), for the host or for
     ``target`` (see :func:`cxx`)."""
@@ -309,7 +293,7 @@ def _runtime_library(cc):
     out = _runtime_path(cc)
     if out.exists():
         return out
-    with building(out.with_suffix("")):
+    with _paths.building(out.with_suffix("")):
         if not out.exists():
             inc, lib = boost()
             _build_runtime(cc, inc, lib, out)
@@ -470,7 +454,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
                                                names[n_kernel_names:])
     if so.exists() and _deps_current(deps_json):
         return so
-    with building(out_dir / f"mod-{key}"):
+    with _paths.building(out_dir / f"mod-{key}"):
         if so.exists() and _deps_current(deps_json):
             return so   # another process built it while this one waited
         refuse_special_includes(src, filename, out_dir, _include_dirs(flags))
