@@ -26,7 +26,8 @@ from pathlib import Path
 from . import chapters
 from .errors import ExerciseNotImplemented
 from .markers import STUB_MARK, stubs_in
-from .source import kernels_dir
+from .errors import CompileError
+from .source import expand_includes, kernels_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,17 +110,29 @@ def find(name: str) -> Exercise:
     raise KeyError(f"no exercise {name!r}; the exercises are: {listing}")
 
 
-def is_stub(path) -> bool:
-    """Whether a kernel file still holds an exercise's stub (as in a student release)."""
+def kernel_text(path) -> str:
+    """A kernel file's text with the headers it includes (``#include "x"``) written in: a stub in
+    a shared header stubs every variant that includes it."""
     path = Path(path)
-    return path.is_file() and STUB_MARK in path.read_text()
+    text = path.read_text()
+    try:
+        return expand_includes(text, str(path), path.parent)
+    except CompileError:
+        return text    # an include nested too deep: the build says so
+
+
+def is_stub(path) -> bool:
+    """Whether a kernel file, or a header it includes, still holds an exercise's stub (as in a
+    student release)."""
+    path = Path(path)
+    return path.is_file() and STUB_MARK in kernel_text(path)
 
 
 def require_implemented(chapter, variant) -> None:
     """Raise :class:`ExerciseNotImplemented` if the variant's kernel file is still a stub."""
     path = kernels_dir() / chapter.kernel_path(variant)
     if is_stub(path):
-        own, builds_on = stubs_in(path.read_text())
+        own, builds_on = stubs_in(kernel_text(path))
         raise ExerciseNotImplemented(f"{chapter.name}/{variant.name}",
                                      f"kernels/{chapter.kernel_path(variant)}", builds_on, own)
 

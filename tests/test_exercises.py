@@ -162,3 +162,16 @@ def test_gpu_grading_checks_full_size_and_times_against_the_reference(tmp_path):
     assert any(c.name.startswith("correct on the GPU") for c in report.checks)
     assert report.gpu_time_us > 0 and report.reference_time_us > 0
     assert "GPU time" in str(report)
+
+
+def test_a_stub_in_an_included_header_stubs_the_kernels_that_include_it(tmp_path):
+    (tmp_path / "shared.cuh").write_text("__device__ int helper() {\n"
+                                         f"    // {exercises.STUB_MARK} (part of exercise demo/01_sum)\n"
+                                         "    return 0;\n}\n")
+    kernel = tmp_path / "02_uses_it.cu"
+    kernel.write_text('#include "shared.cuh"\n__global__ void k(int* out) { *out = helper(); }\n')
+    plain = tmp_path / "03_plain.cu"
+    plain.write_text("__global__ void k(int* out) { *out = 1; }\n")
+    assert exercises.is_stub(kernel) and not exercises.is_stub(plain)
+    own, builds_on = exercises.stubs_in(exercises.kernel_text(kernel))
+    assert not own and builds_on == ["demo/01_sum"]

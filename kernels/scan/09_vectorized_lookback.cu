@@ -41,39 +41,7 @@ struct Vec4<int> {
     typedef int4 type;
 };
 
-// A tile's status: flag in the high 32 bits, the value's bits in the low 32.
-#define STATUS_X 0u   // no value yet (what the memset before the launch leaves)
-#define STATUS_A 1u   // the tile's aggregate
-#define STATUS_P 2u   // the tile's inclusive prefix
-
-template <typename T>
-__device__ unsigned long long packStatus(unsigned int flag, T value) {
-    static_assert(sizeof(T) == 4, "a status word holds a 4-byte value");
-    union { T value; unsigned int bits; } u;
-    u.value = value;
-    return ((unsigned long long)flag << 32) | u.bits;
-}
-
-__device__ unsigned int statusFlag(unsigned long long status) {
-    return (unsigned int)(status >> 32);
-}
-
-template <typename T>
-__device__ T statusValue(unsigned long long status) {
-    union { unsigned int bits; T value; } u;
-    u.bits = (unsigned int)status;
-    return u.value;
-}
-
-// One 64-bit access each: flag and value are read and written together. volatile: every read
-// goes to L2, where other blocks' writes land, and is never served from a stale L1 line.
-__device__ unsigned long long loadStatus(const unsigned long long* p) {
-    return *(const volatile unsigned long long*)p;
-}
-
-__device__ void storeStatus(unsigned long long* p, unsigned long long status) {
-    *(volatile unsigned long long*)p = status;
-}
+#include "tile_status.cuh"   // the tile status word: a flag and a value in one 64-bit store
 
 template <typename T>
 __device__ T warpInclusiveScan(T value, unsigned int lane) {        // Kogge-Stone across the lanes
