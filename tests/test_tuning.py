@@ -135,7 +135,9 @@ def test_the_covering_configurations_hold_every_legal_value():
 
 
 def _tunable_variants():
-    return [(name, v) for name in chapters.names() for v in chapters.get(name).variants if v.tunables]
+    """Each tunable variant; those that only a GPU runs (10_wgmma_tma) are swept there."""
+    return [pytest.param(name, v, marks=[pytest.mark.gpu] if v.gpu_only else [])
+            for name in chapters.names() for v in chapters.get(name).variants if v.tunables]
 
 
 @pytest.mark.slow
@@ -143,13 +145,16 @@ def _tunable_variants():
 def test_every_value_of_every_tunable_runs_right_on_the_cpu_engine(name, variant):
     # Every legal value of every parameter in some configuration run (a few configurations that
     # cover them all), and one more legal combination drawn at random (a failure names it).
+    # A variant only a GPU runs is swept there, at the same CPU-sized problem.
     chapter = chapters.get(name)
+    backend = "cupy" if variant.gpu_only else "cpu"
     legal = tuning.space(variant)
     chosen = _covering(legal) + random.sample(legal, 1)
     problem = {**chapter.problems["cpu"], "n": min(chapter.test_sizes[-1], 100_003)} if "n" in chapter.problems["cpu"] \
         else chapter.problems["cpu"]
     for config in chosen:
-        result = runner.verify(chapter, variant.with_defines(**config), runner.problem_for(variant, problem))
+        result = runner.verify(chapter, variant.with_defines(**config), runner.problem_for(variant, problem),
+                               backend=backend)
         assert result.ok, f"{variant.name} {config}: {result.detail}"
 
 

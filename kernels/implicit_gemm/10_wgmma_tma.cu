@@ -35,7 +35,12 @@
 #define TILE_M 128      // filters per block (GEMM rows): two m64 wgmma halves
 #define TILE_N 128      // output pixels per block (GEMM columns): TH rows x TW columns
 #define TILE_C 32       // channels per stage: 32 TF32 values = one 128-byte swizzled row
+#ifndef STAGES
 #define STAGES 3        // tiles in flight; 3 x 32 KB lets two blocks share an SM
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2    // resident blocks per SM the registers are budgeted for
+#endif
 #define THREADS 128     // one warpgroup
 #define STAGE_BYTES (TILE_M * TILE_C * 4)             // 16 KB for each operand
 
@@ -189,7 +194,7 @@ __device__ __forceinline__ void wgmma_wait() {
 // Block (pixel tile, filter tile): pixel tile = (image n, output rows p0 + [0, TH), columns
 // q0 + [0, TW)), TH * TW = TILE_N; grid (N * ceil(Oh / TH) * ceil(Ow / TW), ceil(K / TILE_M)).
 // Dynamic shared memory: STAGES x (filter tile, pixel tile) + barriers + 1 KB for alignment.
-extern "C" __global__ void __launch_bounds__(THREADS, 2)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 ImplicitGemmWgmmaKernel(const __grid_constant__ TensorMap filter_map, const __grid_constant__ TensorMap input_map,
                         float* __restrict__ output, int K, int Cp, int R, int S, int stride, int pad,
                         int Oh, int Ow, int TW) {

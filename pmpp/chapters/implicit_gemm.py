@@ -319,8 +319,15 @@ def _rsc(kernel: str, threads: int = 256):
 
 WGMMA_TILE = 128          # 10: filters and pixels per block
 WGMMA_CHANNELS = 32       # 10: channels per pipeline stage (one 128-byte row)
-WGMMA_STAGES = 3
-WGMMA_SHARED = WGMMA_STAGES * 2 * WGMMA_TILE * WGMMA_CHANNELS * 4 + 1024 + 8 * WGMMA_STAGES
+WGMMA = {"STAGES": 3, "MIN_BLOCKS": 2}   # 10's file's defaults
+MAX_SHARED_PER_SM = 227 * 1024     # an sm_90 SM's shared memory a kernel may have
+
+
+def wgmma_shared_bytes(defines: Mapping[str, Any]) -> int:
+    """10's dynamic shared memory: STAGES x (filter tile, pixel tile), an mbarrier per stage and
+    1 KB to align the swizzled tiles."""
+    stages = {**WGMMA, **defines}["STAGES"]
+    return stages * 2 * WGMMA_TILE * WGMMA_CHANNELS * 4 + 1024 + 8 * stages
 TENSOR_MAP = np.dtype([("words", np.uint64, (16,))])       # CUtensorMap: 128 opaque bytes
 _F32, _SWIZZLE_128B, _L2_256B = 7, 3, 3                    # cuda.h's CUtensorMap* enum values
 _MAX_DYNAMIC_SHARED = 8                  # cuda.h: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -377,7 +384,7 @@ def _sm90a_kernels(module):
         kernels = {name: raw.get_function(name) for name in
                    ("FilterToRSKCKernel", "InputToNHWCKernel", "ImplicitGemmWgmmaKernel")}
         cupy.cuda.driver.funcSetAttribute(kernels["ImplicitGemmWgmmaKernel"].ptr, _MAX_DYNAMIC_SHARED,
-                                          WGMMA_SHARED)          # past 48 KB a kernel must opt in
+                                          wgmma_shared_bytes(module.defines))   # past 48 KB: opt in
         _SM90A[key] = kernels
     return _SM90A[key]
 
@@ -417,7 +424,7 @@ def _launch_wgmma(module, problem, inputs):
     grid = (n * _cdiv(oh, th) * _cdiv(ow, tw), _cdiv(k, WGMMA_TILE))
     kernels["ImplicitGemmWgmmaKernel"](grid, (128,), (filter_map, input_map, inputs["out"], i32(k), i32(cp),
                                                       i32(r), i32(s), i32(stride), i32(pad), i32(oh), i32(ow),
-                                                      i32(tw)), shared_mem=WGMMA_SHARED)
+                                                      i32(tw)), shared_mem=wgmma_shared_bytes(module.defines))
     return inputs["out"]
 
 
@@ -709,7 +716,12 @@ VARIANTS = (
             tunables={"TILE_K": (8, 16), "STAGES": (2, 3, 4, 5, 6), "MIN_BLOCKS": (1, 2, 3), "THREAD_M": (8, 16)},
             legal=lambda d: d["STAGES"] * d["TILE_K"] * (128 + 128) * 4 <= 48 * 1024),
     Variant("10_wgmma_tma", "Hopper: wgmma from shared memory, TMA loads, 3 stages", "beyond the book",
-            _launch_wgmma, _wgmma_model, problem={"precision": "tf32"}, gpu_only=True, min_arch=90),
+            _launch_wgmma, _wgmma_model, problem={"precision": "tf32"}, gpu_only=True, min_arch=90,
+            defines=WGMMA,
+            # What `pmpp tune` may set: the stages in flight and the registers' promise of blocks per
+            # SM, as long as that many blocks' stages fit in an SM's shared memory
+            tunables={"STAGES": (2, 3, 4, 5, 6), "MIN_BLOCKS": (1, 2)},
+            legal=lambda d: d["MIN_BLOCKS"] * wgmma_shared_bytes(d) <= MAX_SHARED_PER_SM),
 )
 
 
