@@ -3,7 +3,6 @@ against the kernel's parameter list. A wrong dtype, a host array passed to the G
 float for an ``int`` parameter: each is a clear ``TypeError``/``ValueError``, never a wrong number."""
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 
@@ -75,16 +74,16 @@ def param_dtype(param: Param):
     return (np.dtype(dtype) if dtype else None), lanes
 
 
-def convert_args(sig: KernelSignature, args, array_type, backend: str) -> list:
+def convert_args(sig: KernelSignature, args, array_type, backend: str, *, strict: bool = False) -> list:
     """Check each argument against its parameter; return them ready for the backend
-    (arrays unchanged, scalars as NumPy scalars of the parameter's exact type). When the workbook's
-    chapter code launches the kernel, arguments that do not fit the parameters mean the kernel's
-    signature was changed: the error says so, and which signature to keep."""
+    (arrays unchanged, scalars as NumPy scalars of the parameter's exact type). ``strict``: the
+    workbook's chapter code launches the kernel, so arguments that do not fit the parameters mean
+    the kernel's signature was changed: the error says so, and which signature to keep."""
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple of kernel arguments, got {type(args).__name__}; "
                         f"e.g. k(grid, block, (x, out, n))")
     mismatch = signature_mismatch(sig, args)
-    if mismatch and _launched_by_chapter():
+    if mismatch and strict:
         raise TypeError(f"the kernel's parameters do not match what the chapter passes: {mismatch}; "
                         f"keep the signature `{expected_signature(sig, args)}`")
     if len(args) != len(sig.params):
@@ -176,14 +175,6 @@ def _workbook_signatures(name: str) -> list[KernelSignature]:
         if sig is not None:
             found.append(sig)
     return found
-
-
-def _launched_by_chapter() -> bool:
-    """Is the launch being checked made by the workbook's chapter code (pmpp.chapters)?"""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_globals.get("__name__") in (__name__, "pmpp.loader"):
-        frame = frame.f_back
-    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("pmpp.chapters")
 
 
 def _convert(param: Param, value, array_type, backend: str, kernel: str):

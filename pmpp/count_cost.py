@@ -52,9 +52,8 @@ def default_path(info: dict) -> Path:
     return RESULTS_DIR / "count-cost" / f"{device_slug(info['cpu'])}-{info['cpu_count']}cpu.json"
 
 
-def _timed_run(module, variant, problem, inputs, collect=True) -> float:
+def _timed_run(module, variant, problem, inputs) -> float:
     module.launches.clear()
-    module._impl.collect = collect
     start = time.perf_counter()
     variant.launch(module, problem, inputs)
     return time.perf_counter() - start
@@ -69,7 +68,8 @@ def time_variant(chapter, variant, repeats: int) -> dict:
     inputs = chapter.make_inputs(problem, np, np.random.default_rng(0))
     plain = runner.load_variant(chapter, variant, backend="cpu")
     counting = counting_module(plain)
-    plain._impl.sm_count = counting._impl.sm_count    # the same grids, so the same launches
+    instrumented = counting_module(plain, collect=False)
+    plain = plain.view(sm_count=counting.device_sm_count)    # the same grids, so the same launches
     first = {"plain": _timed_run(plain, variant, problem, inputs),
              "counted": _timed_run(counting, variant, problem, inputs)}
     launches = len(counting.launches)
@@ -77,7 +77,7 @@ def time_variant(chapter, variant, repeats: int) -> dict:
     for _ in range(repeats):
         runs["plain"].append(_timed_run(plain, variant, problem, inputs))
         runs["counted"].append(_timed_run(counting, variant, problem, inputs))
-        runs["instrumented"].append(_timed_run(counting, variant, problem, inputs, collect=False))
+        runs["instrumented"].append(_timed_run(instrumented, variant, problem, inputs))
     best = {k: min(v) for k, v in runs.items()}
     return {"chapter": chapter.name, "variant": variant.name, "launches": launches,
             "plain_s": best["plain"], "counted_s": best["counted"], "ratio": best["counted"] / best["plain"],

@@ -559,7 +559,7 @@ _lines_of: dict[tuple, dict[int, tuple | None]] = {}
 
 
 def _source_lines(library, offsets: Iterable[int]) -> dict[int, tuple | None]:
-    from .backends.cpu.toolchain import source_locations
+    from .backends.cpu.diagnostics import source_locations
     try:
         st = os.stat(library)
         key = (str(library), st.st_ino, st.st_mtime_ns, st.st_size)
@@ -605,19 +605,18 @@ def counted_run(module, launch) -> "Counters":
     return total
 
 
-def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), timeout=None):
+def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), timeout=None,
+                    collect: bool = True):
     """The count build of a loaded :class:`pmpp.Module` (the same file, options and defines): a
     module whose every launch leaves its counters in ``last_counters`` and appends them to
-    ``launches``. ``timeout``: seconds a launch may take (as :func:`pmpp.load`'s)."""
-    from .loader import load
-    twin = load(source=module.source, filename=module.filename, backend="cpu", options=module.options,
-                defines=module.defines, name_expressions=module.name_expressions, count=True,
-                timeout=timeout)
-    twin._impl.sample_warp = tuple(int(v) for v in sample_warp)
-    twin._impl.collect = True
-    twin._impl.sm_count = _sm_count(gpu)
-    twin._impl.counted_gpu = gpu
-    return twin
+    ``launches``, its grids sized for ``gpu``'s SMs. ``timeout``: seconds a launch may take (as
+    :func:`pmpp.load`'s). ``collect=False``: the instrumented code runs, counting nothing."""
+    from .loader import CountSession, load
+    built = load(source=module.source, filename=module.filename, backend="cpu", options=module.options,
+                 defines=module.defines, name_expressions=module.name_expressions, count=True,
+                 timeout=timeout, strict=module.strict, directory=module.directory)
+    session = CountSession(gpu=gpu, sample_warp=tuple(int(v) for v in sample_warp), collect=collect)
+    return built.view(counting=session, sm_count=_sm_count(gpu))
 
 
 def _sm_count(gpu: str) -> int:

@@ -3,8 +3,10 @@ CuPy does — ``mod.get_function(name)``, ``kernel(grid, block, args, shared_mem
 launch checked first."""
 from __future__ import annotations
 
+import copy
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +17,13 @@ from .errors import BackendUnavailableError
 from .source import (define_options, display_name, expand_includes, find_kernels, include_dirs,
                      resolve, signature_for, with_line_directive)
 
-_loaded: dict = {}
+_compiled: dict = {}     # the backend's module per source, options and build mode
+_loaded: dict = {}       # the Module presenting it, strict or not
 
 
 def load(path=None, *, source=None, backend="auto", options=(), defines=None,
-         name_expressions=(), check=False, timeout=None, count=False, filename=None) -> "Module":
+         name_expressions=(), check=False, timeout=None, count=False, filename=None, strict=False,
+         directory=None) -> "Module":
     """Compile a kernel file (relative to ``kernels/``) or a source string.
 
     ``defines`` sets macros (``{"BLOCK_DIM": 256}``); ``name_expressions`` names template
@@ -28,9 +32,11 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
     counts (every launch leaves its :class:`pmpp.Counters` in ``module.last_counters``; see
     :func:`pmpp.counters`); ``timeout`` (seconds) limits a CPU-engine launch. ``filename`` names a
     source string in messages and counters. ``#include "header"`` is looked up beside the file that
-    includes it (a source string's: the current directory), then in the ``-I`` directories of
+    includes it (a source string's: ``directory``, by default the current one), then in the ``-I`` directories of
     ``options``, as nvcc does. Compiled modules are reused when the same source, headers and
-    options are loaded again.
+    options are loaded again. ``strict=True`` is for a module whose launches are written in the
+    chapter's code (:func:`pmpp.runner.load_variant`): arguments that do not fit the kernel's
+    parameters then mean the kernel's signature was changed, and the error names the one to keep.
     """
     if (path is None) == (source is None):
         raise TypeError("pass exactly one of path (a .cu file under kernels/) or source (a string)")
@@ -40,7 +46,7 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
         file = resolve(path)
         filename, text, directory = display_name(file), file.read_text(), file.parent
     else:
-        filename, text, directory = filename or "<source>", source, Path.cwd()
+        filename, text, directory = filename or "<source>", source, Path(directory or Path.cwd()).resolve()
     if (check or count) and backend in (None, "auto"):
         backend = "cpu"
     backend = resolve_backend(backend)
@@ -52,11 +58,13 @@ def load(path=None, *, source=None, backend="auto", options=(), defines=None,
     name_expressions = tuple(name_expressions)
     compiled = expand_includes(text, filename, directory, include_dirs(user_options))
     key = (backend, filename, compiled, options, name_expressions, bool(check), bool(count), timeout)
-    if key not in _loaded:
-        _loaded[key] = Module(_compile(backend, compiled, filename, options, name_expressions, check, timeout, count),
-                              filename, text, name_expressions, dict(defines or {}), user_options,
-                              compiled=compiled)
-    return _loaded[key]
+    if key not in _compiled:
+        _compiled[key] = _compile(backend, compiled, filename, options, name_expressions, check, timeout, count)
+    if key + (bool(strict),) not in _loaded:
+        _loaded[key + (bool(strict),)] = Module(_compiled[key], filename, text, name_expressions, dict(defines or {}),
+                                                user_options, compiled=compiled, strict=strict,
+                                                counting=CountSession() if count else None, directory=directory)
+    return _loaded[key + (bool(strict),)]
 
 
 def _compile(backend, text, filename, options, name_expressions, check, timeout, count=False):
@@ -84,12 +92,27 @@ _CPU_DEFAULTS = {"backend": "cpu", "array_type": np.ndarray, "sm_count": os.cpu_
                  "max_shared": 227 * 1024}
 
 
+@dataclass(frozen=True)
+class CountSession:
+    """How a count build's launches are counted: as on ``gpu`` (the counters' name for it),
+    keeping every access of the warp ``sample_warp`` = (block, warp), and whether counters are
+    collected at all (``collect=False`` runs the instrumented code with hooks that only return:
+    what the instrumentation alone costs, :mod:`pmpp.count_cost`)."""
+    gpu: str = "H100"
+    sample_warp: tuple = (0, 0)
+    collect: bool = True
+
+
 class Module:
     """A compiled kernel file. Mirrors ``cupy.RawModule``."""
 
     def __init__(self, impl, filename: str, text: str, name_expressions=(), defines=None, options=(),
-                 compiled=None):
+                 compiled=None, strict=False, counting: CountSession | None = None, directory=None):
         self._impl = impl
+        self.directory = directory                    # where its #include "x" were looked up first
+        self.strict = bool(strict)                    # launched by the chapter's code: see load()
+        self.counting = counting                      # count builds: how launches are counted
+        self._sm_count = None                         # SMs the launch code sizes grids for, if not the backend's
         self.filename = filename
         self.source = text
         self.defines = dict(defines or {})            # as given to load(), for launch code
@@ -107,12 +130,21 @@ class Module:
 
     @property
     def device_sm_count(self) -> int:
-        return self._impl.sm_count
+        return self._sm_count or self._impl.sm_count
+
+    def view(self, *, counting: CountSession | None = None, sm_count: int | None = None) -> "Module":
+        """The same compiled module with launches of its own: counted as ``counting`` says, grids
+        sized for ``sm_count`` SMs (a counted GPU's). Other views of it are not affected."""
+        twin = copy.copy(self)
+        twin._functions, twin.launches = {}, []
+        twin.counting = counting if counting is not None else self.counting
+        twin._sm_count = sm_count if sm_count is not None else self._sm_count
+        return twin
 
     @property
     def last_counters(self):
         """Count builds (``load(..., count=True)``): the :class:`pmpp.Counters` of the last launch."""
-        if not getattr(self._impl, "count", False):
+        if self.counting is None:
             raise ValueError(f"{self.filename} was not loaded to count: pmpp.load(..., count=True), "
                              "or pmpp.counters(kernel, grid, block, args)")
         if not self.launches:
@@ -152,15 +184,21 @@ class Function:
             converted = self._unchecked(args)
             names, writable = [f"arg{i}" for i in range(len(converted))], [True] * len(converted)
         else:
-            converted = launch_args.convert_args(self.signature, args, impl.array_type, impl.backend)
+            converted = launch_args.convert_args(self.signature, args, impl.array_type, impl.backend,
+                                                 strict=self.module.strict)
             names = [p.name for p in self.signature.params]
             writable = [p.pointer and not p.const for p in self.signature.params]
-        impl.launch(self.name, grid, block, shared_mem, converted, names, writable)
-        if getattr(impl, "count", False) and impl.collect:
+        session = self.module.counting
+        if session is None:
+            impl.launch(self.name, grid, block, shared_mem, converted, names, writable)
+            return
+        counts = impl.launch(self.name, grid, block, shared_mem, converted, names, writable,
+                             sample=session.sample_warp if session.collect else None)
+        if session.collect:
             from .counters import from_engine
             self.module.launches.append(from_engine(
-                impl.last_counts, impl.library_path, kernel=(self.name, grid, block, shared_mem),
-                source={self.module.filename: self.module.source}, gpu=getattr(impl, "counted_gpu", "H100")))
+                counts, impl.library_path, kernel=(self.name, grid, block, shared_mem),
+                source={self.module.filename: self.module.source}, gpu=session.gpu))
 
     def _unchecked(self, args):
         warnings.warn(f"pmpp could not read the parameter list of {self.name}; its arguments are "

@@ -57,7 +57,7 @@ from .errors import BackendUnavailableError, CompileError
 from .gpus import (GPUS, KB, RECORD_ARCHS, GPUSpec, KernelResources, Occupancy, gpu_spec,
                    gpu_spec_for_device_name, occupancy_from_resources)
 from .results import RESULTS_DIR, git_commit
-from .source import define_options, kernels_dir
+from .source import define_options, expand_includes, kernels_dir
 
 __all__ = ["GPUS", "GPUSpec", "KernelResources", "Occupancy", "gpu_spec", "gpu_spec_for_device_name",
            "kernel_resources", "occupancy", "occupancy_from_resources", "record_resources",
@@ -215,7 +215,7 @@ def record_resources(path: str | os.PathLike | None = None, archs: Sequence[str]
     data = {"nvcc": release, "nvcc_version": version,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "commit": git_commit(), "archs": list(archs),
-            "sources": {f: _digest((kernels_dir() / f).read_text()) for f in files},
+            "sources": {f: source_digest(f) for f in files},
             "kernels": [row for rows, _ in outcomes for row in rows],
             "failures": [failure for _, failure in outcomes if failure]}
     path = Path(path) if path is not None else RESOURCES_DIR / f"nvcc-{release}.json"
@@ -249,6 +249,13 @@ def _digest(text: str) -> str:
     exercise's marker changes no register count)."""
     code = _COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else " ", text)
     return hashlib.sha256(" ".join(code.split()).encode()).hexdigest()[:16]
+
+
+def source_digest(relative: str) -> str:
+    """:func:`_digest` of the kernel file ``relative`` (to ``kernels/``) with the headers it
+    includes written in: a change to a shared header changes every file that includes it."""
+    path = kernels_dir() / relative
+    return _digest(expand_includes(path.read_text(), relative, path.parent))
 
 
 def _dumps(data: Mapping[str, Any]) -> str:
@@ -312,7 +319,8 @@ def _recorded_kernel(function, spec: GPUSpec) -> KernelResources:
             f"results/resources/{name} (the workbook's variants, with their default defines, for "
             f"{', '.join(sorted({k[2] for k in recording['kernels']}))}): install the CUDA toolkit (nvcc) "
             "to compile it, or pass registers= and static_shared=")
-    if recording["sources"].get(module.filename) not in (None, _digest(module.source)):
+    if recording["sources"].get(module.filename) not in (None, _digest(expand_includes(
+            module.source, module.filename, getattr(module, "directory", None) or kernels_dir()))):
         origin += "; the .cu file has changed since, so these may be out of date"
     return KernelResources(row["registers"], row["shared_bytes"], function.name, origin)
 

@@ -35,7 +35,8 @@ def load_variant(chapter: Chapter, variant: Variant, *, backend="auto", check=Fa
             f"(sm_{variant.min_arch}); this GPU is {arch / 10:.1f}. Run it on the CPU engine "
             f"(backend='cpu') or choose an earlier variant.")
     return load(path or chapter.kernel_path(variant), backend=backend, defines=variant.defines,
-                name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count)
+                name_expressions=variant.name_expressions, check=check, timeout=timeout, count=count,
+                strict=True)
 
 
 def precompile(plan: Iterable[tuple[Chapter, Iterable[Variant]]], backend: str, jobs: int | None = None,

@@ -55,9 +55,7 @@ def test_counting_does_not_change_results(module):
 def test_a_count_build_not_collecting_runs_alike_and_counts_nothing(module):
     from pmpp.counters import counting_module
     case = next(c for c in CASES if c["name"] == "strided_load_2")
-    twin = counting_module(module)
-    twin.launches.clear()
-    twin._impl.collect = False
+    twin = counting_module(module, collect=False)
     args = ncu.case_arguments(case, np, 4)
     args[1][:] = np.nan
     twin.get_function("StridedLoad")((GRID,), (BLOCK,), args)

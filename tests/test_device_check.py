@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pmpp import chapters
-from pmpp.backends.cpu import CpuModule, devicecheck, toolchain
+from pmpp.backends.cpu import CpuModule, devicecheck, flags, toolchain
 from pmpp.backends.cpu import source as engine_source
 from pmpp.errors import CompileError
 from pmpp.source import define_options, find_kernels, with_line_directive
@@ -147,8 +147,8 @@ def verdict(text, filename, options=(), name_expressions=()):
     names = [n for n, sig in find_kernels(text).items() if not sig.template_params] + list(name_expressions)
     full = with_line_directive(text, filename)
     prepared = engine_source.rewrite(full, filename) + engine_source.kernel_table(names)
-    flags = toolchain.translate_options(options)
-    return devicecheck.refuse_host_calls(full, prepared, filename, flags, toolchain.cache_dir())
+    compiler_flags = flags.translate_options(options)
+    return devicecheck.refuse_host_calls(full, prepared, filename, compiler_flags, toolchain.cache_dir())
 
 
 def test_the_verdict_says_whether_nvrtc_checked_too(monkeypatch):

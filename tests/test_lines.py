@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from pmpp.backends.cpu import CpuModule, lines, toolchain
+from pmpp.backends.cpu import CpuModule, diagnostics, lines, toolchain
 from pmpp.source import with_line_directive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def test_frames_equal_addr2line_at_every_code_offset_of_built_modules(built_modu
 
 def test_source_locations_name_the_users_file_not_the_prelude(built_modules):
     library = built_modules[1]
-    found = toolchain.source_locations(library, [o + 1 for o in text_offsets(library)])
+    found = diagnostics.source_locations(library, [o + 1 for o in text_offsets(library)])
     files = {file for file, _ in found.values()}
     assert "shared.cu" in files
     assert not any(f.endswith((".h", ".cpp")) for f in files), files

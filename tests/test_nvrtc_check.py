@@ -118,7 +118,7 @@ def test_an_error_inside_the_cuda_headers_given_to_nvrtc_is_not_the_users(monkey
 def test_the_verdict_says_what_nvrtc_did_and_is_kept_on_the_module():
     text = "__global__ void k(float *p) { p[0] = 1; }\n"
     mod = build(text)
-    assert toolchain.device_check(mod.library_path).nvrtc == f"{nvrtc.library().name}: passed"
+    assert mod.device_check.nvrtc == f"{nvrtc.library().name}: passed"
     assert devicecheck.Verdict(True).nvrtc == nvrtc.NOT_INSTALLED
 
 
@@ -128,7 +128,7 @@ def test_turned_off_it_says_so(monkeypatch):
     monkeypatch.setenv(nvrtc.ENV_VAR, "1")
     monkeypatch.setenv("PMPP_DEVICE_CHECK", "0")   # the sandbox's hostile kernels: no check at all
     mod = build(UNUSED_HOST_FUNCTION)
-    assert toolchain.device_check(mod.library_path).nvrtc.startswith("skipped: turned off")
+    assert mod.device_check.nvrtc.startswith("skipped: turned off")
 
 
 def test_it_compiles_for_the_engines_target(monkeypatch):
@@ -154,14 +154,14 @@ def test_a_verdict_is_cached_and_a_refusal_is_not(monkeypatch, tmp_path):
     real = nvrtc.compile_program
     monkeypatch.setattr(nvrtc, "compile_program", lambda *a, **k: calls.append(1) or real(*a, **k))
     for _ in range(2):
-        assert nvrtc.check(src, "nv.cu", (), (), tmp_path, toolchain._digest).endswith("passed")
+        assert nvrtc.check(src, "nv.cu", (), (), tmp_path, toolchain.digest).endswith("passed")
     assert len(calls) == 1
     [cached] = tmp_path.glob("nvrtc-*.json")
     assert json.loads(cached.read_text())["verdict"].endswith("passed")
     bad = with_line_directive(PRELUDE_CONSTANT, "nv.cu")
     for _ in range(2):
         with pytest.raises(CompileError):
-            nvrtc.check(bad, "nv.cu", (), (), tmp_path, toolchain._digest)
+            nvrtc.check(bad, "nv.cu", (), (), tmp_path, toolchain.digest)
     assert len(calls) == 3 and len(list(tmp_path.glob("nvrtc-*.json"))) == 1
 
 
@@ -181,7 +181,7 @@ def test_every_workbook_kernel_passes_nvrtc():
             text = (ROOT / "kernels" / name).read_text()
             try:
                 said = nvrtc.check(with_line_directive(text, name), name, define_options(variant.defines),
-                                   variant.name_expressions, toolchain.cache_dir(), toolchain._digest)
+                                   variant.name_expressions, toolchain.cache_dir(), toolchain.digest)
             except CompileError as error:
                 refused.append(f"{name} ({variant.name}): {error}")
                 continue
@@ -195,13 +195,13 @@ def test_nvrtc_runs_under_the_compile_limits(monkeypatch, tmp_path):
     monkeypatch.setenv("PMPP_COMPILE_TIMEOUT", "0.01")   # too short for any compile to finish
     text = with_line_directive("__global__ void k(int *p) { p[0] = 3; }\n", "limits.cu")
     with pytest.raises(CompileError, match=r"nvrtc \d+\.\d+ did not finish compiling limits.cu"):
-        nvrtc.check(text, "limits.cu", cache_dir=tmp_path, digest=toolchain._digest)
+        nvrtc.check(text, "limits.cu", cache_dir=tmp_path, digest=toolchain.digest)
 
 
 def test_a_macro_that_breaks_nvrtcs_own_header_is_named(tmp_path):
     text = with_line_directive("__global__ void k(float *p) { p[0] = T; }\n", "clash.cu")
     with pytest.raises(CompileError, match=r"clash.cu: the macro T \(from defines= or -D\) breaks CUDA's own header") as err:
-        nvrtc.check(text, "clash.cu", ["-DT=4"], cache_dir=tmp_path, digest=toolchain._digest)
+        nvrtc.check(text, "clash.cu", ["-DT=4"], cache_dir=tmp_path, digest=toolchain.digest)
     assert "TILE_DIM rather than T" in str(err.value)
     assert nvrtc.check(text.replace("T;", "TILE_DIM;"), "clash.cu", ["-DTILE_DIM=4"], cache_dir=tmp_path,
-                       digest=toolchain._digest).endswith(": passed")
+                       digest=toolchain.digest).endswith(": passed")

@@ -540,9 +540,8 @@ def test_the_source_digest_ignores_comments_and_layout_but_not_code():
 
 
 def test_recorded_resources_describe_the_kernels_as_they_are():
-    from pmpp.occupancy import RESOURCES_DIR, _digest
-    from pmpp.source import kernels_dir
+    from pmpp.occupancy import RESOURCES_DIR, source_digest
     for path in RESOURCES_DIR.glob("nvcc-*.json"):
         sources = json.loads(path.read_text())["sources"]
-        stale = [f for f, digest in sources.items() if _digest((kernels_dir() / f).read_text()) != digest]
+        stale = [f for f, digest in sources.items() if source_digest(f) != digest]
         assert not stale, f"{path.name}: re-record with pmpp.occupancy.record_resources() where nvcc is: {stale}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pmpp.backends.cpu import toolchain
+from pmpp.backends.cpu import build, toolchain
 from pmpp.errors import BackendUnavailableError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,8 +153,8 @@ def test_runtime_and_modules_build_for_macos(zig, target):
         names = kernel_names(path)
         for check, count in ([(False, False), (True, False), (True, True)] if path.name == "misc.cu"
                              else [(False, False)]):
-            module = toolchain.build_module(path.read_text(), filename=path.name, options=[], names=names,
-                                            n_kernel_names=len(names), check=check, count=count, target=target)
+            module = build.build_module(path.read_text(), filename=path.name, options=[], names=names,
+                                        n_kernel_names=len(names), check=check, count=count, target=target).path
             cputype, filetype, commands = mach_o(module)
             assert (cputype, filetype) == (MACOS_TARGETS[target], MH_DYLIB), module
             assert f"@rpath/{runtime.name}" in commands[LC_LOAD_DYLIB], module

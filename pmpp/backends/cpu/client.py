@@ -23,6 +23,7 @@ from pathlib import Path
 from pmpp.errors import KernelCrashError, KernelTimeoutError
 
 import pmpp.backends.cpu.sandbox as sandbox
+import pmpp.backends.cpu.diagnostics as diagnostics
 import pmpp.backends.cpu.toolchain as toolchain
 
 _SIGNALS = {
@@ -268,7 +269,7 @@ class WorkerClient:
             raise WorkerDied("a reply that is not pmpp's (did the kernel write to the worker's pipes?)",
                              "", limits=self.limits)
         if reply[0] == "error" and isinstance(reply[-1], str):
-            reply = (*reply[:-1], toolchain.symbolize(reply[-1]))
+            reply = (*reply[:-1], diagnostics.symbolize(reply[-1]))
         return reply
 
     def _library_to_load(self, message):

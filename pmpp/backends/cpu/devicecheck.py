@@ -37,6 +37,10 @@ from pmpp.errors import CompileError
 
 import pmpp.backends.cpu.nvrtc as _nvrtc
 import pmpp.backends.cpu.source as _source
+import pmpp.backends.cpu.diagnostics as _diagnostics
+import pmpp.backends.cpu.flags as _flags
+import pmpp.backends.cpu.includes as _includes
+import pmpp.backends.cpu.limits as _limits
 import pmpp.backends.cpu.toolchain as _toolchain
 import pmpp.paths as _paths
 
@@ -90,16 +94,16 @@ def refuse_host_calls(src, prepared, filename, flags, out_dir, options=None, nam
     if cc.macos:
         return verdict(False, "the check reads ELF assembly; it does not run on macOS")
     relaxed = "--expt-relaxed-constexpr" in flags or "-expt-relaxed-constexpr" in flags
-    key = _toolchain._digest(CHECK_VERSION, _toolchain._engine_digest(), *cc.identity, prepared, *flags,
+    key = _toolchain.digest(CHECK_VERSION, _toolchain.engine_digest(), *cc.identity, prepared, *flags,
                              MARKS.read_bytes(), relaxed)[:32]
     verdict_file = Path(out_dir) / f"devcheck-{key}.json"
-    if verdict_file.exists() and _toolchain._deps_current(verdict_file):
+    if verdict_file.exists() and _flags.headers_current(verdict_file):
         if refused:
             raise refused
         return verdict(True)
-    _toolchain.refuse_special_includes(src, filename, out_dir, _toolchain._include_dirs(flags))
+    _includes.refuse_special_includes(src, filename, out_dir, _includes.include_dirs(flags))
     with _paths.building(Path(out_dir) / f"devcheck-{key}"):
-        if not (verdict_file.exists() and _toolchain._deps_current(verdict_file)):
+        if not (verdict_file.exists() and _flags.headers_current(verdict_file)):
             found = _assembly(cc, prepared, flags, Path(out_dir), key, filename)
             if found is None:
                 return verdict(False, "the source does not compile (the compile reports why)")
@@ -107,7 +111,7 @@ def refuse_host_calls(src, prepared, filename, flags, out_dir, options=None, nam
             problems = find_host_calls(parse_assembly(asm, out_dir), relaxed)
             if problems:
                 raise _error(problems, src, filename)
-            tmp = _toolchain._tmp_name(verdict_file)
+            tmp = _toolchain.tmp_name(verdict_file)
             tmp.write_text(json.dumps(deps))
             os.replace(tmp, verdict_file)
     if refused:
@@ -120,7 +124,7 @@ def _nvrtc_check(src, filename, options, name_expressions, out_dir):
     nothing more precise to say: g++'s own errors, and this check's host calls named at the line of
     the call, come first."""
     try:
-        return _nvrtc.check(src, filename, options, name_expressions, out_dir, _toolchain._digest), None
+        return _nvrtc.check(src, filename, options, name_expressions, out_dir, _toolchain.digest), None
     except CompileError as error:
         return "refused", error
 
@@ -129,15 +133,15 @@ def _assembly(cc, prepared, flags, out_dir, key, filename):
     """(assembly text, {user header: sha256}) of ``prepared`` compiled for the check, or None when
     it does not compile (with the device marks, nor without them)."""
     cpp, asm, dep = (out_dir / f"devcheck-{key}{ext}" for ext in (".cpp", ".s", ".d"))
-    tmp_cpp = _toolchain._tmp_name(cpp)
+    tmp_cpp = _toolchain.tmp_name(cpp)
     tmp_cpp.write_text(prepared)
     os.replace(tmp_cpp, cpp)
     # the user's -D/-U go after the prelude, as in the module's own build (macro hygiene)
-    flags, macro_include, macro_header = _toolchain.macros_after_prelude(flags, out_dir, f"devcheck-{key}")
+    flags, macro_include, macro_header = _flags.macros_after_prelude(flags, out_dir, f"devcheck-{key}")
     try:
         for marks in (True, False):
             # named *.s and *.d: zig's clang picks its output's kind from the name
-            tmp_asm, tmp_dep = (_toolchain._tmp_name(f).with_suffix(f.suffix) for f in (asm, dep))
+            tmp_asm, tmp_dep = (_toolchain.tmp_name(f).with_suffix(f.suffix) for f in (asm, dep))
             base = [*cc.command, *cc.common_flags(), *flags, "-I", str(_toolchain.INCLUDE_DIR),
                     "-include", "pmpp_cuda.h", *(["-include", str(MARKS)] if marks else []), *macro_include,
                     "-x", "c++"]
@@ -149,14 +153,14 @@ def _assembly(cc, prepared, flags, out_dir, key, filename):
             else:   # zig's clang writes no assembly when asked for a dependency file as well
                 depend_cmd = [*base, "-E", *depend_cmd, str(cpp), "-o", os.devnull]
             try:
-                status, _ = _toolchain.run_limited(compile_cmd, out_dir, filename)
+                status, _ = _limits.run_limited(compile_cmd, out_dir, filename)
                 if status == 0 and depend_cmd:
-                    status, _ = _toolchain.run_limited(depend_cmd, out_dir, filename)
+                    status, _ = _limits.run_limited(depend_cmd, out_dir, filename)
                 if status == 0:
                     text = tmp_asm.read_text(errors="replace")
                     # without the marks every function looks like host code: only calls out of
                     # the module are judged then
-                    return (text if marks else _unmarked(text)), _toolchain._dependencies(tmp_dep, cpp, macro_header)
+                    return (text if marks else _unmarked(text)), _flags.header_digests(tmp_dep, cpp, macro_header)
             finally:
                 tmp_asm.unlink(missing_ok=True)
                 tmp_dep.unlink(missing_ok=True)
@@ -322,7 +326,7 @@ def _judge(symbol, functions, relaxed):
 
 def _allowed_outside(symbol):
     return (symbol in _RUNTIME or symbol in _MATH or bool(_SUPPORT.match(symbol))
-            or bool(_toolchain._ENGINE_NAME.search(symbol)) or _base_name(symbol) in _MATH)
+            or bool(_diagnostics.ENGINE_NAME.search(symbol)) or _base_name(symbol) in _MATH)
 
 
 def _local_to_device(symbol, functions):
@@ -345,7 +349,7 @@ def _origin(file):
         return "data"
     if os.path.abspath(file).startswith(str(_toolchain.INCLUDE_DIR) + os.sep):
         return "engine"
-    return "system" if _toolchain._is_internal(file) else "user"
+    return "system" if _includes.is_internal(file) else "user"
 
 
 def _base_name(symbol):
@@ -389,7 +393,7 @@ def _error(problems, src, filename):
         said = f'calling a __host__ function("{callee}") from a {kind} function("{caller}") is not allowed'
     else:
         said = f'identifier "{_cuda_name(first.callee, signature=False)}" is undefined in device code'
-    quote = _toolchain._quote(src, filename, first.file, first.line)
+    quote = _diagnostics.quote_line(src, filename, first.file, first.line)
     more = len({(p.file, p.line, p.callee) for p in problems}) - 1
     message = "\n".join([
         f"{first.file}:{first.line}: {said}", *quote,

@@ -10,7 +10,7 @@ from pmpp.errors import (BarrierDivergenceError, KernelCrashError, OutOfBoundsEr
 
 import pmpp.backends.cpu.client as _client
 import pmpp.backends.cpu.source as _source
-import pmpp.backends.cpu.toolchain as toolchain
+import pmpp.backends.cpu.build as build
 
 _ERRORS = {1: OutOfBoundsError, 2: RaceError, 3: BarrierDivergenceError, 4: KernelCrashError,
            5: ValueError, 6: BarrierDivergenceError}
@@ -50,17 +50,14 @@ class CpuModule:
         self.check = bool(check)
         self.count = bool(count)
         self.last_counts = None   # count builds: the counters of the last launch, as the worker sent them
-        self.sample_warp = (0, 0)  # count builds: (block, warp) whose every access is kept
-        # count builds: whether launches collect counters; False runs the instrumented code with hooks
-        # that only return (what the instrumentation alone costs: pmpp.count_cost)
-        self.collect = True
         self.timeout = default_timeout() if timeout is None else float(timeout)
         self.target = None if target is None else _targets.target(target)
         self._names = list(dict.fromkeys([*kernel_names, *name_expressions]))
-        self.library_path = toolchain.build_module(
+        built = build.build_module(
             source, filename=filename, options=tuple(options), names=self._names,
             n_kernel_names=len(list(dict.fromkeys(kernel_names))), check=self.check, count=self.count)
-        self.device_check = toolchain.device_check(self.library_path)   # what NVRTC and the check said
+        self.library_path = built.path
+        self.device_check = built.device_check   # what NVRTC and the device-code checks said
         self._constants = _source.constant_symbols(source)
         self._constant_elements = tuple(_source.constant_elements(source))
         self._id = next(_ids)
@@ -131,9 +128,11 @@ class CpuModule:
                                if not (n == name and len(d) <= len(data))]
         self._symbol_writes.append((name, data))
 
-    def launch(self, name, grid, block, shared_mem, args, arg_names, writable):
+    def launch(self, name, grid, block, shared_mem, args, arg_names, writable, sample=None):
         """Run kernel ``name`` on ``grid`` x ``block`` threads. Arrays in ``args`` are passed as
-        pointers to their data; those marked ``writable`` get the kernel's writes back in place."""
+        pointers to their data; those marked ``writable`` get the kernel's writes back in place.
+        A count build collects counters where ``sample`` names the (block, warp) whose every access
+        is kept, and returns them as the worker sent them (None where it does not collect)."""
         self._check_name(name)
         limits = self._limits()
         worker = _client.client()
@@ -151,7 +150,7 @@ class CpuModule:
                 arena.view(offset, len(view))[:] = view
             message = ("launch", self._id, name, tuple(int(g) for g in grid),
                        tuple(int(b) for b in block), int(shared_mem), self.check, specs,
-                       self.sample_warp if self.count and self.collect else None, limits)
+                       sample if self.count else None, limits)
             what = f"kernel {name!r} ({self.filename})"
             try:
                 reply = self._request(worker, message, what, timeout=self.timeout)
@@ -165,6 +164,7 @@ class CpuModule:
                     worker.arena.release()
         if reply[0] == "error":
             raise _ERRORS.get(reply[1], RuntimeError)(reply[2])
+        return self.last_counts if self.count else None
 
     def _limits(self):
         """The target's limits for the engine (see pmpp_launch_desc), or None for its own."""

@@ -29,6 +29,10 @@ from pathlib import Path
 
 from pmpp.errors import CompileError
 
+from pmpp.backends.cpu.diagnostics import quote_line
+from pmpp.backends.cpu.limits import run_limited
+from pmpp.backends.cpu.toolchain import cache_dir as engine_cache
+
 CHECK_VERSION = "1"
 ENV_VAR = "PMPP_NVRTC"
 NOT_INSTALLED = "skipped: nvrtc not installed (pip install nvidia-cuda-nvrtc)"
@@ -204,7 +208,6 @@ def check(src, filename, options=(), name_expressions=(), cache_dir=None, digest
             return json.loads(verdict_file.read_text())["verdict"]
     system_dirs = []
     if re.search(r"^[ \t]*#[ \t]*include[ \t]*<", src, re.M):
-        from .toolchain import cache_dir as engine_cache
         system_dirs = include_dirs(nvrtc, cache_dir or engine_cache())
     status, log = compile_program(nvrtc, src, filename, [*opts, *(f"-I{d}" for d in system_dirs)],
                                   name_expressions)
@@ -227,7 +230,6 @@ def compile_program(nvrtc, src, filename, options, name_expressions=()):
     """(nvrtcResult of the compile, its log) for ``src`` compiled as ``filename``, in a child
     process under the engine's compile limits (see nvrtc_compile.py); a limit reached is a
     CompileError that says which, as for g++."""
-    from .toolchain import run_limited
     request = {"library": str(nvrtc.path), "source": src, "filename": filename,
                "options": list(options), "names": [str(e) for e in name_expressions]}
     with tempfile.TemporaryDirectory(prefix="pmpp-nvrtc-") as tmp:
@@ -345,7 +347,6 @@ def refusal(nvrtc, errors, log, src, filename):
 def _quote(diagnostic, src, filename):
     """The line quoted as the engine quotes g++'s errors, with NVRTC's caret (NVRTC prints the
     line and the caret line indented by two spaces, tabs kept)."""
-    from .toolchain import _quote as quote_line
     column = None
     if len(diagnostic.quote) == 2 and "^" in diagnostic.quote[1]:
         caret = diagnostic.quote[1]
