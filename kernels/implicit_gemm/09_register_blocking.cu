@@ -18,8 +18,8 @@
 // Model: per channel and warp, 6 LDS.128 for 128 FFMAs per thread; one __syncthreads per
 // TILE_K channels.
 // Expect: the FMA pipe busier than in 07, with half the warps: at or past cuDNN FP32. The defines
-// are the knobs to try: STAGES 2 or 3, TILE_K 8 or 16, THREAD_M 8 (8 x 16 per thread), MIN_BLOCKS 3
-// (at most 168 registers, 12 warps per SM).
+// are the knobs to try: STAGES 2 to 6, TILE_K 8, 16 or 32 (launch with STAGES x TILE_K x 1 KB of
+// shared memory), THREAD_M 8 (8 x 16 per thread), MIN_BLOCKS 3 (at most 168 registers, 12 warps per SM).
 #include <cuda_pipeline.h>
 
 #ifndef TILE_K
@@ -57,8 +57,12 @@ ImplicitGemmRegisterBlockingKernel(const float* __restrict__ input, const float*
                                    int S, int stride, int pad, int Oh, int Ow, int Kp) {
     static_assert(TILE_N == THREADS && TILE_M == 32 * 4 && TILE_K % 4 == 0,
                   "per step a thread copies one pixel's TILE_K channels and TILE_K / 4 filter float4s");
-    __shared__ __align__(16) float filter_s[STAGES][TILE_K][TILE_M];   // filter_s[stage][c][k]
-    __shared__ __align__(16) float input_s[STAGES][TILE_K][TILE_N];    // input_s[stage][c][npq]
+    // Dynamic shared memory, STAGES x TILE_K x (TILE_M + TILE_N) floats: past 48 KB when the
+    // stages or the channels per step grow (the launch opts in).
+    extern __shared__ float4 tiles_s[];
+    float (*filter_s)[TILE_K][TILE_M] = reinterpret_cast<float (*)[TILE_K][TILE_M]>(tiles_s);  // [stage][c][k]
+    float (*input_s)[TILE_K][TILE_N] =                                                         // [stage][c][npq]
+        reinterpret_cast<float (*)[TILE_K][TILE_N]>(reinterpret_cast<float*>(tiles_s) + STAGES * TILE_K * TILE_M);
     const int HW = H * W, PQ = Oh * Ow, NPQ = N * PQ;
     const int k0 = blockIdx.y * TILE_M, npq0 = blockIdx.x * TILE_N;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

@@ -299,18 +299,27 @@ def _rearranged_filter(module, problem, w):
     return filter_t, kp
 
 
-def _rsc(kernel: str, threads: int = 256):
+def _rsc(kernel: str, threads: int = 256, shared_bytes=None):
     """07, 08, 09: rearrange the filter, then a block of ``threads`` per 128 x 128 outputs (256 for
-    07 and 08; 128 for 09, 16 x 8 outputs per thread)."""
+    07 and 08; 128 for 09, 16 x 8 outputs per thread), with ``shared_bytes(defines)`` of dynamic
+    shared memory where given."""
 
     def launch(module, problem, inputs):
         check_problem(problem)
         filter_t, kp = _rearranged_filter(module, problem, inputs["w"])
         grid = (_cdiv(_pixels(problem), 128), _cdiv(problem["k"], 128))
-        module.get_function(kernel)(grid, threads, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp))
+        shared = shared_bytes(module.defines) if shared_bytes else 0
+        module.get_function(kernel)(grid, threads, (inputs["x"], filter_t, inputs["out"], *_sizes(problem), kp),
+                                    shared_mem=shared)
         return inputs["out"]
 
     return launch
+
+
+def register_blocking_shared_bytes(defines: Mapping[str, Any]) -> int:
+    """09's dynamic shared memory: STAGES x TILE_K channels of a 128-filter and a 128-pixel tile."""
+    d = {**REGISTER_BLOCKING, **defines}
+    return d["STAGES"] * d["TILE_K"] * (128 + 128) * 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,12 +718,14 @@ VARIANTS = (
             _rsc("ImplicitGemmTf32Kernel"), _model(rearranges_filter=True),
             problem={"precision": "tf32"}, gpu_only=True, min_arch=80),
     Variant("09_register_blocking", "16 x 8 outputs per thread, 128 threads, cp.async stages",
-            "beyond the book", _rsc("ImplicitGemmRegisterBlockingKernel", threads=128),
+            "beyond the book",
+            _rsc("ImplicitGemmRegisterBlockingKernel", threads=128, shared_bytes=register_blocking_shared_bytes),
             _model(rearranges_filter=True), defines=REGISTER_BLOCKING,
-            # What `pmpp tune` may set: the step's channels, the stages in flight (within the 48 KB of
-            # static shared memory), the registers' promise of blocks per SM, the thread's patch
-            tunables={"TILE_K": (8, 16), "STAGES": (2, 3, 4, 5, 6), "MIN_BLOCKS": (1, 2, 3), "THREAD_M": (8, 16)},
-            legal=lambda d: d["STAGES"] * d["TILE_K"] * (128 + 128) * 4 <= 48 * 1024),
+            # What `pmpp tune` may set: the step's channels, the stages in flight, the registers'
+            # promise of blocks per SM (as long as that many blocks' stages fit in an SM's shared
+            # memory), the thread's patch
+            tunables={"TILE_K": (8, 16, 32), "STAGES": (2, 3, 4, 5, 6), "MIN_BLOCKS": (1, 2, 3), "THREAD_M": (8, 16)},
+            legal=lambda d: d["MIN_BLOCKS"] * register_blocking_shared_bytes(d) <= MAX_SHARED_PER_SM),
     Variant("10_wgmma_tma", "Hopper: wgmma from shared memory, TMA loads, 3 stages", "beyond the book",
             _launch_wgmma, _wgmma_model, problem={"precision": "tf32"}, gpu_only=True, min_arch=90,
             defines=WGMMA,
