@@ -319,7 +319,7 @@ def cmd_profile(args) -> int:
         return cmd_profile_counters(args)
     if args.stalls:
         return cmd_profile_stalls(args)
-    from .profile import default_path, dram_traffic, find_ncu, write_profile
+    from .profiling.profile import default_path, dram_traffic, find_ncu, write_profile
     _need_gpu("pmpp profile measures DRAM traffic on a GPU with Nsight Compute; this machine has none (the "
               "notebooks show the recorded profile from results/dram/; 'pmpp profile --cpu' counts on the CPU engine)")
     ncu, out = find_ncu(), args.out or default_path()
@@ -358,7 +358,7 @@ def _variant_names(chapter, wanted) -> list[str]:
 
 
 def cmd_profile_cpu(args) -> int:
-    from .explain import ChapterTable, chapter_table, format_chapter_table
+    from .profiling.explain import ChapterTable, chapter_table, format_chapter_table
     from .progress import progress
     plan = [(chapter, _variant_names(chapter, args.variants)) for chapter in _chapters(args.chapter)]
     with progress(sum(len(names) for _, names in plan), "pmpp profile --cpu") as bar:
@@ -376,8 +376,8 @@ def cmd_profile_cpu(args) -> int:
 
 
 def cmd_profile_stalls(args) -> int:
-    from .ncu import stall_profile, write_stalls
-    from .profile import find_ncu, recording_path
+    from .profiling.ncu import stall_profile, write_stalls
+    from .profiling.profile import find_ncu, recording_path
     _need_gpu("pmpp profile --stalls reads Nsight Compute on a GPU; this machine has none (the notebooks "
               "show the recordings in results/stalls/)")
     ncu, out = find_ncu(), args.out or recording_path("stalls")
@@ -396,7 +396,7 @@ def cmd_profile_stalls(args) -> int:
 
 
 def cmd_profile_counters(args) -> int:
-    from .ncu import default_path, find_ncu, profile_chapter, write_recording
+    from .profiling.ncu import default_path, find_ncu, profile_chapter, write_recording
     from .progress import progress
     _need_gpu("pmpp profile --counters records Nsight Compute's counters on a GPU; this machine has none: "
               "'pmpp profile --cpu' counts on the CPU engine (the recording is in results/counters/)")

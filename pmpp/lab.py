@@ -267,7 +267,7 @@ class Lab:
     def stalls(self, name: str, gpu: str) -> dict | None:
         """Nsight Compute's figures for the longest kernel of ``name`` on ``gpu``
         (``pmpp profile --stalls``), by metric name; None where not recorded."""
-        from .ncu import recorded_stalls
+        from .profiling.ncu import recorded_stalls
         for data in recorded_stalls(self.chapter.name):
             if short_name(data["device"]["name"]) == gpu:
                 for row in data["chapters"][self.chapter.name]["rows"]:

@@ -97,7 +97,7 @@ class CountSession:
     """How a count build's launches are counted: as on ``gpu`` (the counters' name for it),
     keeping every access of the warp ``sample_warp`` = (block, warp), and whether counters are
     collected at all (``collect=False`` runs the instrumented code with hooks that only return:
-    what the instrumentation alone costs, :mod:`pmpp.count_cost`)."""
+    what the instrumentation alone costs, :mod:`pmpp.profiling.count_cost`)."""
     gpu: str = "H100"
     sample_warp: tuple = (0, 0)
     collect: bool = True

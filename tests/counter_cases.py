@@ -92,7 +92,7 @@ CASES = [
 if __name__ == "__main__":   # on a GPU with Nsight Compute: python tests/counter_cases.py [recording.json]
     import sys
 
-    from pmpp import ncu
+    from pmpp.profiling import ncu
 
     profiled = ncu.profile_cases(CASES, KERNEL_FILE)
     path = ncu.write_recording(sys.argv[1] if len(sys.argv) > 1 else None, "cases", profiled)

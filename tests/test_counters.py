@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import pmpp
-from pmpp import ncu
+from pmpp.profiling import ncu
 
 from counter_cases import (ATOM_REQ, BLOCK, CASES, GRID, KERNEL_FILE, LD_REQ, LD_SECT, N, ST_REQ, ST_SECT,
                            WARPS)
@@ -265,7 +265,7 @@ def test_samples_come_as_the_engines_records_and_read_back_lane_by_lane(module):
 
 
 def test_the_cost_summary_gives_median_worst_and_total():
-    from pmpp.count_cost import summary
+    from pmpp.profiling.count_cost import summary
     rows = [{"chapter": "c", "variant": v, "plain_s": p, "counted_s": c, "ratio": c / p, "instrumented_ratio": i}
             for v, p, c, i in (("a", 1.0, 2.0, 1.5), ("b", 2.0, 10.0, 4.0), ("d", 1.0, 3.0, 2.0))]
     found = summary(rows)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import pmpp
-from pmpp import diagrams, ncu
+from pmpp import diagrams
+from pmpp.profiling import ncu
 
 from counter_cases import CASES, KERNEL_FILE
 

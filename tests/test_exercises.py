@@ -55,7 +55,7 @@ def test_a_wrong_kernel_is_not_scored_on_speed(tmp_path):
 @pytest.mark.parametrize("exercise", [e.name for e in exercises.exercises() if e.performance])
 def test_each_performance_criterion_is_missed_by_the_variant_before_the_exercise(exercise):
     from pmpp import chapters
-    from pmpp.explain import count_variant
+    from pmpp.profiling.explain import count_variant
     ex = exercises.find(exercise)
     chapter = chapters.get(ex.chapter)
     names = [v.name for v in chapter.variants]

@@ -1,7 +1,8 @@
 """pmpp.explain: a chapter's variants counted side by side, and their bytes three ways."""
 import pytest
 
-from pmpp import chapters, explain, ncu, validate
+from pmpp import chapters
+from pmpp.profiling import explain, ncu, validate
 
 REDUCTION = chapters.get("reduction")
 

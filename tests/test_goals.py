@@ -1,14 +1,14 @@
 """docs/goals.md: the goals against the libraries, from the committed recordings."""
 from pathlib import Path
 
-from pmpp import goals
+from pmpp.profiling import goals
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_goals_report_is_current():
     assert (ROOT / goals.REPORT).read_text() == goals.report(goals.tables()), \
-        "docs/goals.md is stale: python -m pmpp.goals"
+        "docs/goals.md is stale: python -m pmpp.profiling.goals"
 
 
 def test_every_goal_is_measured_on_both_gpus_and_every_shortfall_says_why():

@@ -40,3 +40,13 @@ def test_an_import_from_a_higher_layer_breaks_the_contract(tmp_path):
                       "name = upside down\ntype = layers\ncontainers = pmpp\nlayers =\n    errors\n    cli\n")
     done = lint(config)
     assert done.returncode != 0 and "pmpp.cli is not allowed to import pmpp.errors" in done.stdout, done.stdout
+
+
+def test_the_profiling_modules_keep_the_names_the_notebooks_import():
+    import pmpp
+    import pmpp.profiling.explain
+    import pmpp.profiling.ncu
+    from pmpp import explain, ncu   # as the chapter notebooks write it
+    assert explain is pmpp.profiling.explain and ncu is pmpp.profiling.ncu
+    with pytest.raises(AttributeError, match="no attribute 'tuning_of'"):
+        pmpp.tuning_of

@@ -491,7 +491,7 @@ def test_carveout_preference_matches_the_driver(carveout):
 def recorded_launches():
     """Every kernel launch in the Nsight Compute counters recordings: (GPU name, block, dynamic
     shared, registers, static shared, ncu's limits)."""
-    from pmpp import ncu as ncu_recordings
+    from pmpp.profiling import ncu as ncu_recordings
     from pmpp.results import RESULTS_DIR
     import json
     found = []

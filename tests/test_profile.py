@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pmpp import ncu, profile
+from pmpp.profiling import ncu, profile
 from pmpp.chapters import stencil
 from pmpp.cli import main
 

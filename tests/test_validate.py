@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pmpp import chapters, ncu, paths, validate
+from pmpp import chapters, paths
+from pmpp.profiling import ncu, validate
 from pmpp.backends.cpu import toolchain
 from pmpp.cli import main
 
@@ -104,9 +105,9 @@ def test_the_hand_counted_kernels_agree_exactly_but_for_predication(rows):
 @pytest.mark.slow
 def test_the_validation_report_and_readme_are_current(rows, recording):
     assert (ROOT / validate.REPORT).read_text() == validate.report(rows, recording), \
-        "docs/counters-validation.md is stale: python -m pmpp.validate"
+        "docs/counters-validation.md is stale: python -m pmpp.profiling.validate"
     readme = (ROOT / "pmpp/backends/cpu/README.md").read_text()
-    assert validate.readme_section(rows) in readme, "pmpp/backends/cpu/README.md is stale: python -m pmpp.validate"
+    assert validate.readme_section(rows) in readme, "pmpp/backends/cpu/README.md is stale: python -m pmpp.profiling.validate"
 
 
 def test_a_bank_counter_reason_needs_the_wavefronts_to_agree():

@@ -5,7 +5,7 @@ inputs (two per thread, then ten halving steps, each behind a __syncthreads()) a
 partial. Prints the best-of-N launch time (compilation excluded) of the plain and the checked
 build; the launch time includes moving the arrays to the worker process and back.
 
-What counting costs is measured by ``python -m pmpp.count_cost``.
+What counting costs is measured by ``python -m pmpp.profiling.count_cost``.
 """
 
 import argparse

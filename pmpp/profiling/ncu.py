@@ -137,11 +137,11 @@ def match_launches(profiled: Sequence[Mapping], logged: Sequence[Mapping]) -> li
 
 
 def _run_ncu(ncu: str, metrics: Sequence[str], child_args: Sequence[str], timeout: float) -> tuple[list, list, list]:
-    """Profile ``python -m pmpp.ncu <child_args>``: (matched launches, metrics used, metrics ncu refused)."""
+    """Profile ``python -m pmpp.profiling.ncu <child_args>``: (matched launches, metrics used, metrics ncu refused)."""
     metrics, refused = list(metrics), []
     for _ in range(len(metrics)):
         command = [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off",
-                   "--metrics", ",".join(metrics), sys.executable, "-m", "pmpp.ncu", *child_args]
+                   "--metrics", ",".join(metrics), sys.executable, "-m", "pmpp.profiling.ncu", *child_args]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         said = run.stdout + run.stderr
         unknown = [m for m in metrics if m in said] if run.returncode != 0 and "metric" in said.lower() else []
@@ -238,7 +238,7 @@ class _LaunchLog:
 
     def __init__(self):
         self.group, self.entries = None, []
-        from .backends.gpu import CupyModule
+        from ..backends.gpu import CupyModule
         original = CupyModule.launch
         log = self
 
@@ -271,7 +271,7 @@ def _profiled(log: _LaunchLog, group: str, run) -> None:
 def _child_chapter(name: str, problem_json: str, seed: str, *variants: str) -> None:
     import cupy
     import numpy as np
-    from . import chapters, runner
+    from .. import chapters, runner
     chapter = chapters.get(name)
     log = _LaunchLog()
     base = json.loads(problem_json)
@@ -293,7 +293,7 @@ def _child_chapter(name: str, problem_json: str, seed: str, *variants: str) -> N
 
 def _child_cases(kernel_file: str, cases_json: str, seed: str) -> None:
     import cupy
-    from .loader import load
+    from ..loader import load
     log = _LaunchLog()
     module = load(source=Path(kernel_file).read_text(), filename=Path(kernel_file).name, backend="cupy")
     for case in json.loads(cases_json):
@@ -361,7 +361,7 @@ def stall_profile(chapter, problem: Mapping[str, Any], names: Sequence[str], *, 
     """Profile one launch of each of ``names`` (variants or library routines of ``chapter``) on
     ``problem`` with :data:`STALL_METRICS` (those this ncu knows), clocks left as they are; return
     ``[{"name", "kernels": [{"kernel", "grid", "block", "metrics"}]}]``, a row per name."""
-    from . import runner
+    from .. import runner
     from .profile import library_named
     ncu = ncu or find_ncu()
     metrics = usable(STALL_METRICS, available_metrics(ncu))
@@ -371,7 +371,7 @@ def stall_profile(chapter, problem: Mapping[str, Any], names: Sequence[str], *, 
         name = library.name if library else chapter.variant(name).name
         own = problem if library else runner.problem_for(chapter.variant(name), problem)
         command = [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off", "--clock-control", "none",
-                   "--metrics", ",".join(metrics), sys.executable, "-m", "pmpp.profile",
+                   "--metrics", ",".join(metrics), sys.executable, "-m", "pmpp.profiling.profile",
                    chapter.name, name, json.dumps(own)]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         launches = parse_csv(run.stdout)

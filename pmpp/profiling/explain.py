@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .counters import DEFAULT_GPU, Counters, counted_run, counting_module
+from ..counters import DEFAULT_GPU, Counters, counted_run, counting_module
 from .ncu import SEED
 
 
@@ -22,7 +22,7 @@ def count_variant(chapter, variant, problem: Mapping[str, Any] | None = None, *,
     """The counters of one run of ``variant`` (all its launches added up) on the CPU engine. The
     same run asked for again (a chapter table, then the bytes three ways) is counted once: the
     result is kept with the count build of the variant's file."""
-    from . import runner
+    from .. import runner
     variant = chapter.variant(variant) if isinstance(variant, str) else variant
     problem = runner.problem_for(variant, problem or chapter.problems["cpu"])
     plain = runner.load_variant(chapter, variant, backend="cpu")
@@ -99,7 +99,7 @@ def _ideal(c: Counters, op: str) -> float:
 def _occupancy(chapter, variant, c: Counters, gpu: str):
     """Theoretical occupancy on ``gpu`` of the variant's most constrained kernel (the lowest over
     its distinct launches), or the exception that says why it cannot be had."""
-    from . import occupancy, runner
+    from .. import occupancy, runner
     try:
         module = runner.load_variant(chapter, variant, backend="cpu")
         found = [occupancy.occupancy(module.get_function(name), block, shared, gpu=gpu)
@@ -150,7 +150,8 @@ def traffic(chapter, variants: Sequence[str] | None = None, *, recording=None) -
     32, counted here), and what reached DRAM on the GPU (``dram_bytes``: read + written, measured
     by Nsight Compute in results/counters/, cold caches before each launch; None where not
     recorded). Each with its arithmetic intensity (the model's operations over those bytes)."""
-    from . import ncu, runner
+    from .. import runner
+    from . import ncu
     recording = recording if recording is not None else ncu.recorded(chapter.name)
     profile = recording["profiles"].get(chapter.name) if recording else None
     seed = profile["seed"] if profile else SEED

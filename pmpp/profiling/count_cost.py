@@ -1,4 +1,4 @@
-"""What counting costs: ``python -m pmpp.count_cost [--repeats N] [--chapter NAME ...] [--out PATH]``.
+"""What counting costs: ``python -m pmpp.profiling.count_cost [--repeats N] [--chapter NAME ...] [--out PATH]``.
 
 Every variant of every chapter that the CPU engine runs (racy teaching examples left out), at the
 size the notebooks run it there (the chapter's ``cpu`` problem), is run the way a notebook runs it
@@ -35,8 +35,8 @@ GOAL = 3.0  # counting may cost at most this many uncounted runs
 
 def machine() -> dict:
     """The CPU, how many OS threads the engine runs blocks on, and the compiler of both builds."""
-    from .backends.cpu.client import default_threads
-    from .backends.cpu.toolchain import compiler
+    from ..backends.cpu.client import default_threads
+    from ..backends.cpu.toolchain import compiler
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -48,7 +48,7 @@ def machine() -> dict:
 
 
 def default_path(info: dict) -> Path:
-    from .results import RESULTS_DIR, device_slug
+    from ..results import RESULTS_DIR, device_slug
     return RESULTS_DIR / "count-cost" / f"{device_slug(info['cpu'])}-{info['cpu_count']}cpu.json"
 
 
@@ -62,8 +62,8 @@ def _timed_run(module, variant, problem, inputs) -> float:
 def time_variant(chapter, variant, repeats: int) -> dict:
     """Seconds of one run of ``variant`` from the plain build, from the count build, and from the
     count build not collecting (see the top)."""
-    from . import runner
-    from .counters import counting_module
+    from .. import runner
+    from ..counters import counting_module
     problem = runner.problem_for(variant, chapter.problems["cpu"])
     inputs = chapter.make_inputs(problem, np, np.random.default_rng(0))
     plain = runner.load_variant(chapter, variant, backend="cpu")
@@ -101,8 +101,8 @@ def summary(rows: list[dict]) -> dict:
 
 
 def measure(chapter_names, repeats: int, report=print) -> dict:
-    from . import chapters
-    from .results import git_commit
+    from .. import chapters
+    from ..results import git_commit
     info = machine()
     load_before = os.getloadavg()
     report(f"{info['cpu']}, {info['cpu_count']} CPUs, {info['engine_threads']} engine threads, {info['compiler']}")
@@ -140,7 +140,7 @@ def print_summary(result: dict, report=print) -> None:
 
 
 def main(argv=None):
-    from . import chapters
+    from .. import chapters
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each build per variant")
     parser.add_argument("--chapter", action="append", choices=chapters.names(),

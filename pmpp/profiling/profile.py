@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .errors import PmppError
+from ..errors import PmppError
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
@@ -70,13 +70,13 @@ def dram_traffic(chapter, problem: Mapping[str, Any], variants: Sequence[str] | 
                  *, ncu: str | None = None, timeout: float = 300) -> list[dict]:
     """Profile one launch of each variant of ``chapter`` (all by default) on ``problem``; return
     ``[{"variant", "dram_read_bytes", "dram_write_bytes", "kernels": [names]}]``."""
-    from . import runner
+    from .. import runner
     ncu = ncu or find_ncu()
     names = [chapter.variant(v).name for v in variants] if variants else [v.name for v in chapter.variants]
     rows = []
     for name in names:
         command = [ncu, "--csv", "--print-units", "base", "--profile-from-start", "off", "--clock-control", "none",
-                   "--metrics", ",".join(METRICS), sys.executable, "-m", "pmpp.profile",
+                   "--metrics", ",".join(METRICS), sys.executable, "-m", "pmpp.profiling.profile",
                    chapter.name, name, json.dumps(runner.problem_for(chapter.variant(name), problem))]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         launches = parse_csv(run.stdout)
@@ -103,7 +103,7 @@ def ncu_version(ncu: str | None = None) -> str | None:
 
 def recording_path(folder: str, device: Mapping[str, Any] | None = None, commit: str | None = None) -> Path:
     """``results/<folder>/<device-slug>-<commit>.json``, beside the benchmark recordings."""
-    from . import results
+    from .. import results
     bench_path = results.default_path(device, commit)
     return bench_path.parent / folder / bench_path.name
 
@@ -119,7 +119,7 @@ def add_to_recording(path, folder: str, section: str, key: str, entry: Mapping[s
     """Put ``entry`` under ``data[section][key]`` of a profiler recording (what else it holds is
     kept; one file holds one device and one commit), checked with ``check(data, path)``.
     ``device``, ``software`` (versions) and ``commit`` default to this GPU's, and HEAD."""
-    from . import results
+    from .. import results
     device = dict(results.device_info("cupy") if device is None else device)
     commit = commit if commit is not None else (results.git_commit() or "unknown")
     path = Path(path) if path is not None else recording_path(folder, device, commit)
@@ -174,7 +174,7 @@ def validate(data: Any, where: Any = "<profile>") -> None:
 def recordings_with(folder: str, section: str, key: str, check, directory=None) -> list[dict]:
     """Every committed recording in ``results/<folder>/`` (or ``directory``) whose ``section`` has
     ``key``, each checked with ``check(data, path)``, newest first."""
-    from . import results
+    from .. import results
     directory = Path(directory) if directory is not None else results.RESULTS_DIR / folder
     found = []
     for path in sorted(directory.glob("*.json")):
@@ -201,7 +201,7 @@ def _launch_once(chapter_name: str, name: str, problem_json: str) -> None:
     import cupy
     import cupyx.profiler
     import numpy as np
-    from . import chapters, runner
+    from .. import chapters, runner
     chapter = chapters.get(chapter_name)
     problem = json.loads(problem_json)
     inputs = chapter.make_inputs(problem, cupy, np.random.default_rng())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import ncu
-from .counters import Counters
+from ..counters import Counters
 
 TOLERANCE = 0.10
 
@@ -127,8 +127,8 @@ def compare_cases(cases: Sequence[Mapping[str, Any]], kernel_file, recording: Ma
 
     import numpy as np
 
-    from .counters import counters
-    from .loader import load
+    from ..counters import counters
+    from ..loader import load
     recording = recording or ncu.recorded("cases")
     if recording is None:
         raise FileNotFoundError("no Nsight Compute recording of the cases in results/counters/")
@@ -232,7 +232,7 @@ def _wavefronts_agree(row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]])
 
 def compare_all(recording: Mapping[str, Any] | None = None, cases=None, kernel_file=None) -> list[dict]:
     """Every chapter of the recording (and the hand-counted cases, if given)."""
-    from . import chapters
+    from .. import chapters
     recording = recording or ncu.recorded("reduction")
     rows = []
     if cases is not None:
@@ -271,7 +271,7 @@ def engine_compiler() -> str:
     counts are those of the code it makes, so they can differ a little from one compiler to
     another (with g++ 13.3 the engine counts twice the shared loads that g++ 12.2 and nvcc make in
     reduction 14, 15 and 17)."""
-    from .backends.cpu.toolchain import compiler
+    from ..backends.cpu.toolchain import compiler
     return compiler()[1]
 
 
@@ -297,7 +297,7 @@ def report(rows: Sequence[Mapping[str, Any]], recording: Mapping[str, Any]) -> s
         "",
         summary_line(rows),
         "",
-        "Regenerate with `python -m pmpp.validate` (the test suite checks that this file is current).",
+        "Regenerate with `python -m pmpp.profiling.validate` (the test suite checks that this file is current).",
         "",
         "## Where they disagree, and why",
         "",
@@ -331,7 +331,7 @@ def _regenerate() -> None:
     import re
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root / "tests"))
     from counter_cases import CASES, KERNEL_FILE
     recording = ncu.recorded("cases")

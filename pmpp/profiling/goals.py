@@ -1,7 +1,7 @@
 """The workbook's goals against the libraries, read from the committed recordings of each GPU.
 
 Each goal is a ratio of two rows of one recorded run (the same run: the same GPU, the same
-inputs, the same timing) or of a row and that run's own measured ceiling. ``python -m pmpp.goals``
+inputs, the same timing) or of a row and that run's own measured ceiling. ``python -m pmpp.profiling.goals``
 rewrites ``docs/goals.md`` from ``results/``; a test keeps it current. A goal that is not met
 says why, from the Nsight Compute summaries under ``results/ncu/``.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from . import results
+from .. import results
 
 REPORT = Path("docs") / "goals.md"
 NCU_DIR = results.RESULTS_DIR / "ncu"
@@ -48,7 +48,7 @@ def _best(rows, keep=lambda name: True):
 
 def _named(row, chapter):
     """A variant row's name, with the configuration it was built with where ``pmpp tune`` chose it."""
-    from .chapters import get
+    from ..chapters import get
     config = row.get("config")
     if not config or config == get(chapter.split(":")[0]).variant(row["name"]).config():
         return row["name"]
@@ -133,7 +133,7 @@ def _scan_reason():
 
 def _simt(name):
     """An FP32 variant: not one of the tensor-core (TF32) ones."""
-    from .chapters import implicit_gemm
+    from ..chapters import implicit_gemm
     return implicit_gemm.CHAPTER.variant(name).problem.get("precision") != "tf32"
 
 
@@ -217,7 +217,7 @@ def _newest(chapter, device):
 def report(tables: Mapping[str, list[dict]]) -> str:
     """docs/goals.md: a table per GPU (``tables``: device -> :func:`table`)."""
     lines = ["# Goals against the libraries, on each recorded GPU", "",
-             "Written by `python -m pmpp.goals` from the newest recording of each chapter on each GPU in `results/` "
+             "Written by `python -m pmpp.profiling.goals` from the newest recording of each chapter on each GPU in `results/` "
              "(and, for a goal not met, Nsight Compute's figures: `pmpp profile --stalls` recordings in "
              "`results/stalls/`, and the H100 summaries in `results/ncu/`). Each ratio compares two rows of one "
              "run, or a row and that run's own measured ceiling. A goal \"held\" from the "
@@ -262,7 +262,7 @@ def tables() -> dict[str, list[dict]]:
 
 
 def main() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     every = tables()
     (root / REPORT).write_text(report(every))
     for device, rows in every.items():
