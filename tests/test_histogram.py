@@ -16,11 +16,7 @@ from pmpp.chapters import histogram
 from pmpp.chapters.histogram import CHAPTER
 from pmpp.runner import array_module as xp_for
 
-KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 
-GPU_SIZE = CHAPTER.problems["gpu"]["n"]                 # 2^28: GPU only
-LARGE = max(CHAPTER.test_sizes)                         # 2^20 + 3: on the CPU engine, LARGE_ON_CPU only
-LARGE_ON_CPU = {"01_basic", "06_interleaved", "11_per_lane", "12_register_counts"}
 DOT_SIZES = (0, 1, 31, 1000, 2048, 65_537)
 
 HISTOGRAM_VARIANTS = [v for v in CHAPTER.variants if histogram.binnings(v) and not v.racy]
@@ -54,26 +50,9 @@ def problem_for(variant, n, **overrides):
     return {**CHAPTER.problems["cpu"], **variant.problem, "n": n, **overrides}
 
 
-def skip_unless_size_runs(variant, backend, n):
-    if n == GPU_SIZE and backend == "cpu":
-        pytest.skip("2^28 runs on the GPU only")
-    if n == LARGE and backend == "cpu" and variant.name not in LARGE_ON_CPU:
-        pytest.skip("2^20 + 3 runs on the CPU engine for a few variants only")
-
-
 # ------------------------------------------------------------------------------------------
-# Every histogram variant, both binnings, every size, every input
+# Every histogram variant, both binnings, every input (every size: tests/test_chapters.py)
 # ------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("n", CHAPTER.test_sizes + (GPU_SIZE,))
-@pytest.mark.parametrize("variant", BINNED, ids=binned_id)
-def test_histogram_equals_numpy_bincount(variant, n, backend, rng, seed):
-    skip_unless_size_runs(variant, backend, n)
-    problem = problem_for(variant, n)
-    inputs = CHAPTER.make_inputs(problem, xp_for(backend), rng)
-    result = run_and_check(variant, backend, problem, inputs)
-    assert result, f"{binned_id(variant)}, n={n}, {problem['input']}, seed={seed}: {result.detail}"
-
 
 @pytest.mark.parametrize("kind", histogram.INPUTS)
 @pytest.mark.parametrize("variant", BINNED, ids=binned_id)
@@ -275,12 +254,6 @@ def test_vector_grid_fills_each_sm_but_no_more_than_the_work():
 # ------------------------------------------------------------------------------------------
 # The chapter definition itself
 # ------------------------------------------------------------------------------------------
-
-def test_every_variant_has_a_kernel_file_numbered_in_order():
-    names = [v.name for v in CHAPTER.variants]
-    assert [int(name.split("_", 1)[0]) for name in names] == list(range(1, len(names) + 1))
-    assert sorted(p.stem for p in KERNEL_DIR.glob("*.cu")) == sorted(names)
-
 
 def test_only_the_shared_bins_without_atomics_are_marked_racy():
     assert [v.name for v in CHAPTER.variants if v.racy] == ["03_private_shared_racy"]

@@ -20,7 +20,6 @@ from pmpp.chapters import scan
 from pmpp.chapters.scan import CHAPTER
 from pmpp.runner import array_module as xp_for
 
-KERNEL_DIR = pathlib.Path(__file__).resolve().parents[1] / "kernels" / CHAPTER.kernel_dir
 
 LARGE = max(CHAPTER.test_sizes)                      # 2^20 + 7
 GPU_SIZE = CHAPTER.problems["gpu"]["n"]              # 2^28: GPU only
@@ -30,9 +29,6 @@ SINGLE_PASS = [CHAPTER.variant(name) for name in ("07", "08", "09", "10", "11")]
 LOOK_BACK = [CHAPTER.variant(name) for name in ("08", "09", "10", "11")]
 PERSISTENT = CHAPTER.variant("10")     # blocks take tiles until none are left
 VECTORIZED = [CHAPTER.variant(name) for name in ("09", "10", "11")]   # float4 loads
-# At the large sizes, two of the four (dtype, kind) pairs - between them both dtypes and kinds.
-LARGE_CASES = {("float32", "inclusive"), ("int32", "exclusive")}
-CASES = [(d, k) for d in scan.DTYPES for k in scan.KINDS]
 
 
 # ------------------------------------------------------------------------------------------
@@ -40,14 +36,11 @@ CASES = [(d, k) for d in scan.DTYPES for k in scan.KINDS]
 # ------------------------------------------------------------------------------------------
 
 
-
 def load(variant, backend, *, check=None):
     """The variant's module (``pmpp.load`` keeps it for the session). On the CPU engine the race
     and bounds checks are on unless asked otherwise."""
     check = (backend == "cpu") if check is None else check
     return runner.load_variant(CHAPTER, variant, backend=backend, check=check)
-
-
 
 
 def problem(n, dtype="float32", kind="inclusive"):
@@ -63,8 +56,8 @@ def skip_unless_size_runs(variant, backend, n, case=None):
         pytest.skip(f"{variant.name} scans one section of at most {variant.max_n} elements")
     if n == GPU_SIZE and backend == "cpu":
         pytest.skip("2^28 runs on the GPU only")
-    if n >= LARGE and case is not None and case not in LARGE_CASES:
-        pytest.skip(f"at n={n} only {sorted(LARGE_CASES)} run")
+    if n >= LARGE and case is not None and case not in scan.LARGEST_CASES:
+        pytest.skip(f"at n={n} only {sorted(scan.LARGEST_CASES)} run")
 
 
 def status_word(flag: int, value: int) -> int:
@@ -74,18 +67,8 @@ def status_word(flag: int, value: int) -> int:
 
 # ------------------------------------------------------------------------------------------
 # Every variant, every size, both dtypes, both kinds
+# (Random inputs at every size, every variant: the chapter contract, tests/test_chapters.py.)
 # ------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dtype,kind", CASES)
-@pytest.mark.parametrize("n", CHAPTER.test_sizes + (GPU_SIZE,))
-@pytest.mark.parametrize("variant", CORRECT_VARIANTS, ids=lambda v: v.name)
-def test_variant_matches_reference_on_random_inputs(variant, n, dtype, kind, backend, rng, seed):
-    skip_unless_size_runs(variant, backend, n, (dtype, kind))
-    p = problem(n, dtype, kind)
-    inputs = CHAPTER.make_inputs(p, xp_for(backend), rng)
-    result = CHAPTER.check(run(variant, backend, p, inputs), CHAPTER.reference(p, inputs), p)
-    assert result, f"{variant.name}, {CHAPTER.describe(p)}, seed={seed}: {result.detail}"
-
 
 @pytest.mark.parametrize("kind", scan.KINDS)
 @pytest.mark.parametrize("n", CHAPTER.test_sizes + (GPU_SIZE,))
@@ -259,12 +242,6 @@ def test_vectorized_refuses_arrays_not_aligned_to_16_bytes(variant, offset, rng)
 # ------------------------------------------------------------------------------------------
 # The chapter definition itself (no kernels)
 # ------------------------------------------------------------------------------------------
-
-def test_every_variant_has_a_kernel_file_numbered_in_order():
-    names = [v.name for v in CHAPTER.variants]
-    assert [int(name.split("_", 1)[0]) for name in names] == list(range(1, len(names) + 1))
-    assert sorted(p.stem for p in KERNEL_DIR.glob("*.cu")) == sorted(names)
-
 
 def test_only_the_in_place_kogge_stone_is_marked_racy():
     assert [v.name for v in CHAPTER.variants if v.racy] == ["01_kogge_stone_racy"]

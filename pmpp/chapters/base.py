@@ -13,7 +13,7 @@ lives in ``pmpp.runner``, ``pmpp.timing``, ``pmpp.plots`` and ``pmpp.results``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,30 @@ class Chapter:
     # floats for a sum): catches a dropped or doubled element that a rounding tolerance could hide.
     make_exact_inputs: Callable[..., Mapping[str, Any]] | None = None
     bench: Sequence[BenchSet] = ()                     # what `pmpp bench` records besides "gpu"
+    # The every-variant test matrix (see cases): the chapter's own (variant, problem) pairs for a
+    # backend, where test_sizes at the CPU problem are not all there is (dtypes, kinds, shapes).
+    test_cases: Callable[[str], Iterable[tuple[Variant, Mapping[str, Any]]]] | None = None
+    # The variants that run the largest of test_sizes on the CPU engine (None: every one); the
+    # others take minutes there, and share their launch shape with one of these.
+    cpu_largest: Collection[str] | None = None
+
+    def cases(self, backend: str) -> list[tuple[Variant, dict]]:
+        """The every-variant test matrix: (variant, problem) pairs, each of which must match the
+        reference on fresh random inputs on ``backend`` ("cpu" or "cupy"). The chapter's own
+        ``test_cases``, else every variant that is not a teaching example of a bug at the CPU
+        problem with each of ``test_sizes``, and on a GPU at the GPU problem too. Pairs the backend
+        cannot run are left out: a variant only a GPU runs, a problem longer than a variant takes,
+        and on the CPU engine the largest test size for variants not in ``cpu_largest``."""
+        if self.test_cases is not None:
+            pairs = self.test_cases(backend)
+        else:
+            sizes = list(self.test_sizes) + ([self.problems["gpu"]["n"]] if backend == "cupy" else [])
+            pairs = ((v, {**self.problems["cpu"], "n": n}) for v in self.variants if not v.racy for n in sizes)
+        largest = max(self.test_sizes, default=None)
+        return [(v, {**p, **v.problem}) for v, p in pairs
+                if v.supports({**p, **v.problem}, backend)
+                and not (backend == "cpu" and self.cpu_largest is not None and p.get("n") == largest
+                         and v.name not in self.cpu_largest)]
 
     def bench_sets(self) -> list[tuple[str, BenchSet]]:
         """(results key, set) for everything ``pmpp bench`` records, the default problem first."""

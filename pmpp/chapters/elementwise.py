@@ -284,6 +284,15 @@ VARIANTS = (
 
 GPU_N = 2 ** 26          # 256 MiB of float32 per array: 15x the 50 MB L2 of an H100 for 3 arrays
 
+def _test_cases(backend: str):
+    """Every variant in both dtypes at each test size (and on a GPU the GPU size)."""
+    sizes = list(CHAPTER.test_sizes) + ([CHAPTER.problems["gpu"]["n"]] if backend == "cupy" else [])
+    for variant in CHAPTER.variants:
+        for dtype in DTYPES:
+            for n in sizes:
+                yield variant, {**CHAPTER.problems["cpu"], "n": n, "dtype": dtype}
+
+
 CHAPTER = Chapter(
     name="elementwise",
     title="Elementwise: packed loads, grid-stride loops, fusion (beyond the book)",
@@ -295,6 +304,7 @@ CHAPTER = Chapter(
     problems={"gpu": {"n": GPU_N, "dtype": "float32", "op": "mul"},
               "cpu": {"n": 2 ** 20, "dtype": "float32", "op": "mul"}},
     test_sizes=(1, 7, 1000, 4099, 2 ** 16 + 3),
+    test_cases=_test_cases,
     library=(
         Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
                 imports=("torch",)),

@@ -594,6 +594,19 @@ def describe(problem: Mapping[str, Any]) -> str:
     return f"n={problem['n']} {what}, {problem['bins']} bins"
 
 
+def _test_cases(backend: str):
+    """Every histogram variant (the dot products have tests of their own) with each of its
+    binnings, at each test size (and on a GPU the GPU size)."""
+    sizes = list(CHAPTER.test_sizes) + ([CHAPTER.problems["gpu"]["n"]] if backend == "cupy" else [])
+    for variant in CHAPTER.variants:
+        if variant.racy or not binnings(variant):
+            continue
+        for bins in binnings(variant):
+            binned = variant_for(variant, bins=bins)
+            for n in sizes:
+                yield binned, {**CHAPTER.problems["cpu"], **binned.problem, "n": n}
+
+
 CHAPTER = Chapter(
     name="histogram",
     title="Histogram (PMPP ch. 9) and atomics",
@@ -604,6 +617,8 @@ CHAPTER = Chapter(
     check=check,
     problems={"gpu": {"n": 2 ** 28, **_UNIFORM}, "cpu": {"n": 2 ** 20, **_UNIFORM}},
     test_sizes=(1, 31, 1000, 65_537, 2 ** 20 + 3),
+    test_cases=_test_cases,
+    cpu_largest=frozenset({"01_basic", "06_interleaved", "11_per_lane", "12_register_counts"}),
     library=(
         Library("cub::DeviceHistogram::HistogramEven", _cub_run, cub.available, why_not=cub.why_not_on_gpu),
         Library("cupy.bincount", _cupy_run, _cupy_available),

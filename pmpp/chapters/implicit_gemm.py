@@ -742,6 +742,31 @@ def describe(problem: Mapping[str, Any]) -> str:
             f"stride {p['stride']} pad {p['pad']} {p.get('precision', 'fp32')}")
 
 
+def conv_problem(n, c, h, w, k, r, s, stride, pad):
+    """A problem of N images of C x H x W, K filters of R x S at a stride and a padding."""
+    return {"n": n, "c": c, "h": h, "w": w, "k": k, "r": r, "s": s, "stride": stride, "pad": pad}
+
+
+# Awkward shapes every variant must handle: all ones; primes with a non-square filter and stride 2;
+# K past one 128 tile with C not a multiple of 16 and a 5x5 filter; stride 3 without padding;
+# padding as wide as the filter (outputs whose window is all padding); and the CPU problem (3 pixel
+# tiles, the last partial). Each is a few milliseconds for every variant on the CPU engine.
+TEST_SHAPES = {
+    "cpu_problem": dict(CPU_PROBLEM),
+    "all_ones": conv_problem(1, 1, 1, 1, 1, 1, 1, 1, 0),
+    "primes_stride2": conv_problem(3, 3, 7, 5, 17, 3, 2, 2, 1),
+    "k130_c20_5x5": conv_problem(1, 20, 11, 9, 130, 5, 5, 1, 2),
+    "stride3_no_pad": conv_problem(2, 5, 6, 6, 3, 3, 3, 3, 0),
+    "pad_past_filter": conv_problem(1, 2, 5, 5, 4, 3, 3, 1, 3),
+}
+
+
+def _test_cases(backend: str):
+    """Every variant on each of TEST_SHAPES (and on a GPU the GPU problem)."""
+    shapes = list(TEST_SHAPES.values()) + ([dict(GPU_PROBLEM)] if backend == "cupy" else [])
+    return [(variant, shape) for variant in CHAPTER.variants for shape in shapes]
+
+
 CHAPTER = Chapter(
     name="implicit_gemm",
     title="Convolution as implicit GEMM (PMPP ch. 7, multi-channel)",
@@ -754,6 +779,7 @@ CHAPTER = Chapter(
     # in the H100's 50 MB L2 changes little. It is the size the issue's cuDNN figures are for.
     problems={"gpu": dict(GPU_PROBLEM), "cpu": dict(CPU_PROBLEM)},
     test_sizes=(1, 3),            # batch sizes N for `pmpp run`; the tests add awkward shapes
+    test_cases=_test_cases,
     library=(
         Library("cuDNN FP32 (torch conv2d)", _cudnn(tf32=False), _torch_available, imports=("torch",)),
         Library("cuDNN TF32 (torch conv2d)", _cudnn(tf32=True), _torch_available, imports=("torch",)),

@@ -325,6 +325,14 @@ TEST_PROBLEMS = (
     _pool((1, 2, 20, 9, 70), 3, 1, 1),
 )
 
+def _test_cases(backend: str):
+    """Every variant on each of TEST_PROBLEMS (and on a GPU the GPU problem, and it with a 3^3
+    window at stride 1)."""
+    gpu = CHAPTER.problems["gpu"]
+    problems = list(TEST_PROBLEMS) + ([gpu, {**gpu, "kernel": 3, "stride": 1}] if backend == "cupy" else [])
+    return [(variant, problem) for variant in CHAPTER.variants for problem in problems]
+
+
 CHAPTER = Chapter(
     name="pooling",
     title="MaxPool3D: an operator lab, step by step (beyond the book)",
@@ -334,6 +342,7 @@ CHAPTER = Chapter(
     reference=reference,
     check=check,
     problems={"gpu": _pool(GPU_SHAPE, 2, 2), "cpu": _pool((2, 3, 16, 16, 16), 3, 1, 1)},
+    test_cases=_test_cases,
     library=(
         Library("torch.max_pool3d", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
                 imports=("torch",)),

@@ -490,6 +490,7 @@ CHAPTER = Chapter(
     check=check,
     problems={"gpu": {"n": 2 ** 28, "op": "sum"}, "cpu": {"n": 2 ** 20, "op": "sum"}},
     test_sizes=(1, 31, 1000, 2 ** 20 + 3),
+    cpu_largest=frozenset({"01_simple", "04_segmented", "13_reduce6", "15_vectorized", "16_one_pass", "17_max"}),
     library=(
         Library("cub::DeviceReduce", _cub_run, cub.available, why_not=cub.why_not_on_gpu),
         Library("cupy.sum (CUB)", _cupy_run, cupy_routines.available(with_cub=True)),

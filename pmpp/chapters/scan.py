@@ -627,6 +627,25 @@ TUNABLES = {
 VARIANTS = tuple(replace(v, tunables=TUNABLES[v.name][0], legal=TUNABLES[v.name][1]) if v.name in TUNABLES else v
                  for v in VARIANTS)
 
+# At the largest test size and the GPU's, two of the four dtype x kind cases: each kernel's float
+# and int instances, and both kinds, are still covered; the other two take minutes on the CPU engine.
+LARGEST_CASES = {("float32", "inclusive"), ("int32", "exclusive")}
+
+
+def _test_cases(backend: str):
+    """Every variant, both dtypes and both kinds, at each test size (and on a GPU the GPU size)."""
+    sizes = list(CHAPTER.test_sizes) + ([CHAPTER.problems["gpu"]["n"]] if backend == "cupy" else [])
+    largest = max(CHAPTER.test_sizes)
+    for variant in CHAPTER.variants:
+        if variant.racy:
+            continue
+        for n in sizes:
+            for dtype in DTYPES:
+                for kind in KINDS:
+                    if n < largest or (dtype, kind) in LARGEST_CASES:
+                        yield variant, {"n": n, "dtype": dtype, "kind": kind}
+
+
 CHAPTER = Chapter(
     name="scan",
     title="Prefix sum (scan) (PMPP ch. 11)",
@@ -638,6 +657,7 @@ CHAPTER = Chapter(
     problems={"gpu": {"n": 2 ** 28, "dtype": "float32", "kind": "inclusive"},
               "cpu": {"n": 1024, "dtype": "float32", "kind": "inclusive"}},
     test_sizes=(1, 31, 1000, 2 ** 20 + 7),
+    test_cases=_test_cases,
     library=(
         Library("cub::DeviceScan", _cub_run, cub.available, why_not=cub.why_not_on_gpu),
         Library("cupy.cumsum (CUB)", _cupy_run, cupy_routines.available(with_cub=True)),

@@ -290,6 +290,15 @@ GPU_SHAPE = (16, 32, 80, 80)   # OneFlow's benchmark shape (nn.Upsample, scale 2
 TEST_SHAPES = ((1, 1, 1, 1), (1, 1, 1, 7), (2, 3, 5, 9), (1, 2, 3, 10), (1, 2, 3, 12), (2, 3, 8, 16),
                (1, 3, 17, 40))
 
+def _test_cases(backend: str):
+    """Every variant in both dtypes on each of TEST_SHAPES (and on a GPU the GPU shape), scale 2."""
+    shapes = list(TEST_SHAPES) + ([CHAPTER.problems["gpu"]["shape"]] if backend == "cupy" else [])
+    for variant in CHAPTER.variants:
+        for dtype in DTYPES:
+            for shape in shapes:
+                yield variant, {**CHAPTER.problems["cpu"], "shape": shape, "dtype": dtype, "scale": 2}
+
+
 CHAPTER = Chapter(
     name="upsample",
     title="UpsampleNearest2D forward and backward (beyond the book)",
@@ -300,6 +309,7 @@ CHAPTER = Chapter(
     check=check,
     problems={"gpu": {"shape": GPU_SHAPE, "scale": 2, "dtype": "float32", "direction": "forward"},
               "cpu": {"shape": (2, 4, 40, 40), "scale": 2, "dtype": "float32", "direction": "forward"}},
+    test_cases=_test_cases,
     library=(
         Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
                 imports=("torch",)),
