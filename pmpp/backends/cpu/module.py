@@ -174,7 +174,7 @@ class CpuModule:
     def _marshal(self, name, sizes, args, arg_names, writable):
         if len(args) != len(sizes):
             raise TypeError(f"kernel {name!r} takes {len(sizes)} arguments, {len(args)} given")
-        specs, seen = [], {}
+        specs, seen, roots = [], {}, {}
         pad = CHECK_PAD if self.check or self.count else 0
         offset = 0
         for i, arg in enumerate(args):
@@ -189,21 +189,24 @@ class CpuModule:
                                      "pass np.ascontiguousarray(...)")
                 if arg.dtype.hasobject:
                     raise TypeError(f"argument {pname!r} of kernel {name!r} has dtype object")
-                key = (arg.__array_interface__["data"][0], arg.nbytes)
-                if key in seen:  # the same buffer twice: one copy in the worker, as on the GPU
+                if wants_back and not arg.flags.writeable:
+                    raise ValueError(f"argument {pname!r} of kernel {name!r} is read-only but marked writable")
+                root, start = _allocation(arg)
+                key = (root.__array_interface__["data"][0], root.nbytes)
+                if key in seen:  # another pointer into an allocation already passed: one copy, as on a GPU
                     j = seen[key]
-                    specs.append(("alias", j))
+                    specs.append(("alias", j, start))
                     specs[j][6] = specs[j][6] or wants_back
                     continue
                 for j in seen.values():
-                    if np.may_share_memory(arg, args[j]):
+                    if np.may_share_memory(root, roots[j]):
                         other = arg_names[j] if j < len(arg_names) else f"argument {j}"
                         raise ValueError(f"arguments {pname!r} and {other!r} of kernel {name!r} "
                                          "overlap: pass the whole array once")
-                seen[key] = i
+                seen[key], roots[i] = i, root
                 offset = -(-(offset + pad) // ALIGN) * ALIGN
-                specs.append(["array", offset, arg.nbytes, arg.itemsize, arg.dtype.name, pname, wants_back])
-                offset += arg.nbytes + pad
+                specs.append(["array", offset, root.nbytes, arg.itemsize, arg.dtype.name, pname, wants_back, start])
+                offset += root.nbytes + pad
             elif isinstance(arg, np.generic):
                 data = arg.tobytes()
                 if len(data) != sizes[i]:
@@ -217,8 +220,8 @@ class CpuModule:
                                 f"numpy scalar (np.float32(...), np.int32(...)), not "
                                 f"{type(arg).__name__}")
         arrays = [i for i in range(len(specs)) if specs[i][0] == "array"]
-        copy_in = [(specs[i][1], _bytes_view(args[i], specs[i][5], name, writable=False)) for i in arrays]
-        copy_out = [(specs[i][1], _bytes_view(args[i], specs[i][5], name)) for i in arrays if specs[i][6]]
+        copy_in = [(specs[i][1], _bytes_view(roots[i])) for i in arrays]
+        copy_out = [(specs[i][1], _bytes_view(roots[i])) for i in arrays if specs[i][6]]
         return [tuple(s) for s in specs], copy_in, copy_out
 
 
@@ -229,7 +232,18 @@ def _scalar_hint(dtype):
             "(np.dtype([...], align=True)) so that it is padded as C pads the struct")
 
 
-def _bytes_view(arr, pname, kernel, writable=True):
-    if writable and not arr.flags.writeable:
-        raise ValueError(f"argument {pname!r} of kernel {kernel!r} is read-only but marked writable")
+def _allocation(arr):
+    """(the array that owns ``arr``'s memory, where ``arr`` starts in it, in bytes). A view passed
+    as a pointer keeps its whole allocation reachable, as a GPU's pointer into the middle of an
+    allocation does (``in[-1]`` of ``a[1:]`` is ``a[0]``). A view of a strided array is only itself."""
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if root is arr or not root.flags.c_contiguous or not 0 <= start <= root.nbytes - arr.nbytes:
+        return arr, 0
+    return root, start
+
+
+def _bytes_view(arr):
     return memoryview(arr.reshape(-1).view(np.uint8))

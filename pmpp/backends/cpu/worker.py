@@ -15,7 +15,9 @@ Requests:
   ("launch", module_id, kernel, grid, block, shared_mem, check, specs, sample, limits)
                                                        -> ("ok", counts) | ("error", kind, message)
   constants: ((name, element size, element type), ...) of the module's __constant__ variables
-  specs: ("array", arena_offset, nbytes, itemsize, dtype, name, writable) | ("alias", arg_index)
+  specs: ("array", arena_offset, nbytes, itemsize, dtype, name, writable, view_offset) |
+         ("alias", arg_index, view_offset): an allocation copied at arena_offset (an "alias": the
+         allocation of argument arg_index), the argument pointing view_offset bytes into it
          | ("scalar", bytes)
   sample: None, or (block, warp) for a count build: counters are collected, every access of that
   warp is kept, and counts is {"summary": {...}, "rows": [{...}], "samples": [{...}]} (else None)
@@ -45,7 +47,8 @@ import pmpp.backends.cpu.sandbox as sandbox
 
 class RegionDesc(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_uint64), ("elem_size", ctypes.c_uint32),
-                ("is_const", ctypes.c_uint32), ("name", ctypes.c_char_p), ("type_name", ctypes.c_char_p)]
+                ("is_const", ctypes.c_uint32), ("name", ctypes.c_char_p), ("type_name", ctypes.c_char_p),
+                ("view_offset", ctypes.c_int64)]
 
 
 REGION_CONSTANT = 2   # pmpp_region_desc.is_const of a __constant__ variable
@@ -168,15 +171,15 @@ class Worker:
         for i, spec in enumerate(specs):
             slot = base + 64 * i
             if spec[0] == "array":
-                _, offset, nbytes, itemsize, dtype, name, writable = spec
+                _, offset, nbytes, itemsize, dtype, name, writable, view_offset = spec
                 address = self.arena_base + offset
-                ctypes.c_void_p.from_address(slot).value = address
+                ctypes.c_void_p.from_address(slot).value = address + view_offset
                 names += [name.encode(), dtype.encode()]
                 regions[nregions] = RegionDesc(address, nbytes, itemsize, int(not writable),
-                                               names[-2], names[-1])
+                                               names[-2], names[-1], view_offset)
                 nregions += 1
             elif spec[0] == "alias":
-                ctypes.memmove(slot, base + 64 * spec[1], 8)
+                ctypes.c_void_p.from_address(slot).value = self.arena_base + specs[spec[1]][1] + spec[2]
             else:
                 data = spec[1]
                 if len(data) > 64:

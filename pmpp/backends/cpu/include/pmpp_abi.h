@@ -98,6 +98,7 @@ typedef struct pmpp_region_desc {
     uint32_t is_const;     /* PMPP_REGION_*: an argument array, or a __constant__ variable */
     const char *name;      /* parameter name */
     const char *type_name; /* numpy dtype name */
+    int64_t view_offset;   /* an argument array: bytes from base (its allocation) to its pointer */
 } pmpp_region_desc;
 
 enum {

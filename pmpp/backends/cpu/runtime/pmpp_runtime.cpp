@@ -2000,9 +2000,19 @@ inline uint64_t likelihood_rank(const Outside &o) {
     };
     for (int i = 0; i < L->d->nregions; ++i) {
         const pmpp_region_desc &r = L->d->regions[i];
-        consider(outside(a, size, uintptr_t(r.base), r.size, r.elem_size),
-                 fmt("%s '%s' (%s)", r.is_const == PMPP_REGION_CONSTANT ? "__constant__" : "argument", r.name,
-                     elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1), r.type_name, r.elem_size).c_str()));
+        const std::string elems = elem_desc(r.size / std::max<uint32_t>(r.elem_size, 1), r.type_name, r.elem_size);
+        Outside o = outside(a, size, uintptr_t(r.base), r.size, r.elem_size);
+        if (r.view_offset == 0) {
+            consider(o, fmt("%s '%s' (%s)", r.is_const == PMPP_REGION_CONSTANT ? "__constant__" : "argument",
+                            r.name, elems.c_str()));
+            continue;
+        }
+        // A view into an allocation (a[k:]): the allocation is in bounds, as on a GPU; the index is the
+        // view's, as the kernel wrote it.
+        const int64_t first = r.view_offset / std::max<int64_t>(r.elem_size, 1);
+        if (!o.wrapped) o.index -= first;
+        consider(o, fmt("argument '%s' (a view from element %lld of its allocation of %s)", r.name,
+                        (long long)first, elems.c_str()));
     }
     for (const ShRegion &r : w->regions) {
         std::string shape;
