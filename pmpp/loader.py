@@ -13,6 +13,7 @@ import numpy as np
 
 import pmpp.args as launch_args
 from .backends import resolve_backend
+from .conditionals import macros_of
 from .errors import BackendUnavailableError
 from .source import (define_options, display_name, expand_includes, find_kernels, include_dirs,
                      resolve, signature_for, with_line_directive)
@@ -76,7 +77,7 @@ def _compile(backend, text, filename, options, name_expressions, check, timeout,
         from .backends.cpu import CpuModule
     except ImportError as exc:
         raise BackendUnavailableError(f"the CPU engine is not available: {exc}") from None
-    kernel_names = tuple(n for n, sig in find_kernels(text).items() if not sig.template_params)
+    kernel_names = tuple(n for n, sig in find_kernels(text, macros_of(options)).items() if not sig.template_params)
     extra = {} if timeout is None else {"timeout": timeout}
     impl = CpuModule(full, filename=filename, options=options, kernel_names=kernel_names,
                      name_expressions=name_expressions, check=check, count=count, **extra)
@@ -119,7 +120,8 @@ class Module:
         self.options = tuple(options)                 # as given to load(), defines apart
         self.name_expressions = tuple(name_expressions)
         self.launches = []                            # count builds: the Counters of every launch
-        self._signatures = find_kernels(text if compiled is None else compiled)   # headers' kernels too
+        self._signatures = find_kernels(text if compiled is None else compiled,   # headers' kernels too
+                                        macros_of((*self.options, *define_options(self.defines))))
         self.kernel_names = [n for n, s in self._signatures.items() if not s.template_params] \
             + list(name_expressions)
         self._functions = {}

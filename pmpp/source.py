@@ -7,7 +7,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
+from .conditionals import active_code
 from .errors import CompileError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -220,9 +222,10 @@ def strip_comments(text: str) -> str:
     return re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"', blank, text, flags=re.DOTALL)
 
 
-def find_kernels(text: str) -> dict[str, KernelSignature]:
-    """All ``__global__`` functions of a source, by name."""
-    code = strip_comments(text)
+def find_kernels(text: str, macros: Mapping[str, object] | None = None) -> dict[str, KernelSignature]:
+    """All ``__global__`` functions of a source, by name, but those in branches of ``#if`` and its
+    kin that a compiler skips, given ``macros`` (the ``-D`` options: :func:`pmpp.conditionals.macros_of`)."""
+    code = active_code(strip_comments(text), macros)
     kernels = {}
     for match in _GLOBAL.finditer(code):
         sig = _parse_kernel_at(code, match.start())

@@ -174,3 +174,43 @@ def test_static_and_dynamic_shared_memory_launch_on_the_gpu(tmp_path):
     y = cupy.full(256, -1, dtype=cupy.float32)
     kernel(1, 256, (x, y, 256), shared_mem=30 * 1024)               # 62 KB per block in all
     assert bool((y == 2 * x).all())
+
+
+CONDITIONAL = """
+#ifndef BINS
+#define BINS 7
+#endif
+#if 0
+extern "C" __global__ void old_version(float* out) { out[0] = undeclared_name; }
+#endif
+#if BINS == 256
+extern "C" __global__ void bytes(float* out) { out[0] = 256.0f; }
+#elif defined(LETTERS) && !defined(NO_LETTERS)
+extern "C" __global__ void letters(float* out) { out[0] = 26.0f; }
+#else
+extern "C" __global__ void sevens(float* out) { out[0] = 7.0f; }
+#endif
+#if __CUDA_ARCH__ >= 800
+extern "C" __global__ void ampere(float* out) { out[0] = 80.0f; }
+#endif
+"""
+
+
+@pytest.mark.parametrize("defines, kernels", [
+    ({}, ["ampere", "sevens"]),
+    ({"BINS": 256}, ["ampere", "bytes"]),
+    ({"LETTERS": 1}, ["ampere", "letters"]),
+    ({"LETTERS": 1, "NO_LETTERS": 1}, ["ampere", "sevens"]),
+])
+def test_kernels_in_branches_the_preprocessor_skips_are_no_kernels(defines, kernels):
+    from pmpp.conditionals import macros_of
+    from pmpp.source import define_options
+    assert sorted(find_kernels(CONDITIONAL, macros_of(define_options(defines)))) == kernels
+
+
+def test_a_kernel_under_if_0_neither_builds_nor_fails_the_build():
+    module = pmpp.load(source=CONDITIONAL, filename="conditional.cu", backend="cpu", defines={"BINS": 256})
+    assert "old_version" not in module.kernel_names and "sevens" not in module.kernel_names
+    out = np.zeros(1, np.float32)
+    module.get_function("bytes")(1, 1, (out,))
+    assert out[0] == 256.0
