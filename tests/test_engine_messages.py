@@ -289,3 +289,15 @@ def test_a_direct_launch_with_a_wrong_scalar_keeps_the_advice_for_the_caller():
     with pytest.raises(TypeError, match=r"got a numpy.uint32 scalar but the parameter is int \(numpy.int32\); "
                                         r"pass numpy.int32\(value\)"):
         k(1, 64, (np.ones(64, np.float32), np.zeros(1, np.float32), np.uint32(64)))
+
+
+def test_a_file_cut_short_names_the_brace_it_never_closes():
+    cut = ('extern "C" __global__ void k(float* out, int n) {\n'
+           "    char c = '{';   // a brace in a character, and { in a comment, are none\n"
+           "    if (threadIdx.x < n) {\n"
+           "        out[threadIdx.x] = 1.0f;\n"
+           "    }\n")
+    with pytest.raises(CompileError) as err:
+        pmpp.load(source=cut, filename="cut.cu", backend="cpu")
+    assert str(err.value) == "cut.cu:1: this '{' is never closed: the file ends inside it (a missing '}'?)"
+    assert (err.value.filename, err.value.line) == ("cut.cu", 1)

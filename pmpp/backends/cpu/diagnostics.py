@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from pmpp.errors import CompileError
+from pmpp.source import strip_comments
 
 import pmpp.backends.cpu.source as _source
 from pmpp.backends.cpu.includes import is_internal
@@ -174,6 +175,11 @@ def compile_error(log, filename, names, n_kernel_names, source=None):
         file, line = m.group("file"), int(m.group("line"))
         msg = _suggest_cuda_name(_as_gcc_says(m.group("msg").strip(), m))
         if file == _source.REGISTRATION_FILE:
+            unclosed = unclosed_brace(source or "", filename)
+            if unclosed is not None:      # the registration came out inside the user's function
+                where, at = unclosed
+                return CompileError(f"{where}:{at}: this '{{' is never closed: the file ends inside it "
+                                    "(a missing '}'?)", filename=where, line=at, log=log)
             entry = line - 2
             name = names[entry] if 0 <= entry < len(names) else "?"
             origin = "kernel_names" if entry < n_kernel_names else "name_expressions"
@@ -241,3 +247,25 @@ def symbolize(message):
             file_line = found.get(int(o, 16) + 1)
             where[(path, o)] = f"{file_line[0]}:{file_line[1]}" if file_line else f"{Path(path).name}+0x{o}"
     return re.sub(pattern, lambda m: where[(m.group(1), m.group(2))], message)
+
+
+_LINE_DIRECTIVE = re.compile(r'^[ \t]*#[ \t]*line[ \t]+(\d+)(?:[ \t]+"([^"]*)")?', re.M)
+
+
+def unclosed_brace(source: str, filename: str):
+    """(file, line) of the first ``{`` of ``source`` (with its #line directives) that nothing closes,
+    or None: where a file cut short, or missing a ``}``, ends."""
+    code = re.sub(r"'(?:\\.|[^'\\\n])'", "' '", strip_comments(source))
+    file, line, opened = filename, 1, []
+    for number, text in enumerate(code.split("\n")):
+        directive = _LINE_DIRECTIVE.match(text)
+        if directive:
+            line, file = int(directive.group(1)), directive.group(2) or file
+            continue
+        for char in text:
+            if char == "{":
+                opened.append((file, line))
+            elif char == "}" and opened:
+                opened.pop()
+        line += 1
+    return opened[0] if opened else None
