@@ -28,7 +28,9 @@ _CTYPES = {
     "uint2": ("uint32", 2), "uint4": ("uint32", 4), "char4": ("int8", 4), "uchar4": ("uint8", 4),
 }
 _ALIGN = {"float2": 8, "float4": 16, "double2": 16, "int2": 8, "int4": 16, "uint2": 8, "uint4": 16,
-          "__half2": 4, "half2": 4, "char4": 4, "uchar4": 4}
+          "__half2": 4, "half2": 4, "char4": 4, "uchar4": 4, "__nv_bfloat162": 4, "nv_bfloat162": 4}
+# bfloat16 has no NumPy dtype: its arrays are uint16 arrays of the bits, or ml_dtypes.bfloat16 ones
+_BFLOAT16 = {"__nv_bfloat16": 1, "nv_bfloat16": 1, "__nv_bfloat162": 2, "nv_bfloat162": 2}
 
 MAX_BLOCK = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
@@ -193,6 +195,11 @@ def _check_array(param: Param, value, array_type, backend: str, where: str):
         raise ValueError(f"{where}: the array is not C-contiguous (a slice or transpose?); "
                          "pass xp.ascontiguousarray(a)")
     dtype, lanes = param_dtype(param)
+    if param.base in _BFLOAT16:
+        if value.dtype.itemsize != 2 or value.dtype.kind not in "uV" and value.dtype.name != "bfloat16":
+            raise TypeError(f"{where}: the kernel expects bfloat16 elements, which NumPy keeps as uint16 "
+                            f"arrays of their bits (or ml_dtypes.bfloat16 arrays), got {value.dtype}")
+        dtype, lanes = value.dtype, _BFLOAT16[param.base]
     if dtype is not None and value.dtype != dtype:
         raise TypeError(f"{where}: array dtype is {value.dtype} but the kernel expects {dtype} "
                         f"elements; convert with a.astype({dtype})")
