@@ -334,3 +334,40 @@ extern "C" __global__ void k(int *out) {
 """
     with pytest.raises(pmpp.KernelCrashError, match="coalesced_threads.*another warp primitive"):
         launch(pmpp.load(source=source, backend="cpu"), "k", 1, 32, (np.zeros(32, np.int32),))
+
+
+LABELED = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void by_label(const int* label, int* rank, int* size, int* leader) {
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    int t = threadIdx.x;
+    cg::coalesced_group same = cg::labeled_partition(warp, label[t]);
+    rank[t] = same.thread_rank();
+    size[t] = same.size();
+    leader[t] = same.shfl(t, 0);                            // the first lane of its label
+    cg::coalesced_group odd = cg::binary_partition(same, t % 2 == 1);
+    size[t] += 100 * odd.size();
+}
+"""
+
+
+def test_labeled_and_binary_partitions_group_the_lanes_with_one_label(rng):
+    label = rng.integers(0, 3, 64).astype(np.int32)
+    rank, size, leader = (np.full(64, -1, np.int32) for _ in range(3))
+    k = pmpp.load(source=LABELED, filename="labeled.cu", backend="cpu", check=True).get_function("by_label")
+    k(1, 64, (label, rank, size, leader))
+    for t in range(64):
+        mates = [u for u in range(t - t % 32, t - t % 32 + 32) if label[u] == label[t]]
+        odd_mates = [u for u in mates if u % 2 == t % 2]
+        assert rank[t] == mates.index(t) and leader[t] == mates[0]
+        assert size[t] == len(mates) + 100 * len(odd_mates)
+
+
+def test_a_cooperative_groups_name_the_engine_lacks_is_named_as_lacking():
+    src = ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+           "extern \"C\" __global__ void k(int* out) {\n"
+           "    cg::invoke_one(cg::this_thread_block(), [&]() { out[0] = 1; });\n}\n")
+    with pytest.raises(pmpp.CompileError, match=r"pmpp's CPU engine does not provide "
+                                                r"cooperative_groups::invoke_one \(it has thread_block"):
+        pmpp.load(source=src, filename="lacking.cu", backend="cpu")

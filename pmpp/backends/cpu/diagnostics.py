@@ -131,10 +131,22 @@ def _prelude_cuda_names():
     return sorted(n for n in names if not (ENGINE_NAME.search(n) or n.startswith(builtin) or n.endswith("__")))
 
 
+_NOT_IN_CG = re.compile(r"^(?:‘(?P<gcc_name>\w+)’ is not a member of ‘(?:cg|cooperative_groups)’|no member named "
+                        r"'(?P<name>\w+)' in namespace '(?:cg|cooperative_groups)')")
+_CG_PROVIDED = ("thread_block, thread_block_tile and tiled_partition, coalesced_group and coalesced_threads, "
+                "labeled_partition, binary_partition, cg::reduce and the scans, memcpy_async")
+
+
 def _suggest_cuda_name(msg):
     """clang's "use of undeclared identifier" with the CUDA name it is close to, where clang made no
-    suggestion (zig's clang turns spelling suggestions off): "did you mean '__syncthreads'?"; and for
-    an undeclared ``__name`` (g++ or clang) nothing close to: that the engine may lack that intrinsic."""
+    suggestion (zig's clang turns spelling suggestions off): "did you mean '__syncthreads'?"; for
+    an undeclared ``__name`` (g++ or clang) nothing close to: that the engine may lack that intrinsic;
+    and for a cooperative-groups name the engine lacks, that it lacks it."""
+    cg = _NOT_IN_CG.match(msg)
+    if cg:
+        name = cg.group("name") or cg.group("gcc_name")
+        return (f"{msg}: pmpp's CPU engine does not provide cooperative_groups::{name} (it has "
+                f"{_CG_PROVIDED}; its README, Supported CUDA)")
     m = _UNDECLARED.match(msg)
     if not m:
         return msg

@@ -3,7 +3,7 @@
 // warp primitives.
 //   thread_block / this_thread_block(), thread_block_tile<1..32> / tiled_partition<N>(),
 //   tiled_partition(parent, n) (a thread_group), coalesced_group / coalesced_threads(),
-//   this_thread(), cg::sync / thread_rank / group_size.
+//   labeled_partition / binary_partition, this_thread(), cg::sync / thread_rank / group_size.
 // cg::reduce is in <cooperative_groups/reduce.h>, the scans in <cooperative_groups/scan.h>, and
 // memcpy_async / wait in <cooperative_groups/memcpy_async.h>, as in CUDA.
 // Grid and cluster groups need a cooperative (or cluster) launch, which pmpp does not make: they
@@ -247,6 +247,7 @@ inline thread_block_tile<1, void> this_thread() {
 class coalesced_group : public thread_group {
     friend coalesced_group coalesced_threads(const char *, int);
     friend coalesced_group tiled_partition(const coalesced_group &, unsigned);
+    friend coalesced_group __pmpp_labeled(unsigned, int, const char *, int);
 
     coalesced_group(unsigned __mask, unsigned __meta_rank = 0, unsigned __meta_size = 1,
                     bool __tiled = false)
@@ -323,6 +324,27 @@ inline coalesced_group coalesced_threads(PMPP_CG_CALLER) {
     }
     const uint64_t __site = uint64_t(uintptr_t(__file)) * 0x9e37'79b9'7f4a'7c15ull + unsigned(__line);
     return coalesced_group(::pmpp::match_any(__file, __line, __here, __site));
+}
+
+// ---- labeled_partition / binary_partition: the group's lanes with the same label -------------
+// A rendezvous of the parent's lanes (every one must call it, as on a GPU), each learning which
+// lanes hold its label: __match_any_sync over the parent's mask.
+inline coalesced_group __pmpp_labeled(unsigned __parent_mask, int __label, const char *__file, int __line) {
+    return coalesced_group(::pmpp::match_any(__file, __line, __parent_mask, __label));
+}
+inline coalesced_group labeled_partition(const coalesced_group &__parent, int __label, PMPP_CG_CALLER) {
+    return __pmpp_labeled(__parent.__member_mask(), __label, __file, __line);
+}
+template <unsigned _Np, class _Parent>
+coalesced_group labeled_partition(const thread_block_tile<_Np, _Parent> &__parent, int __label, PMPP_CG_CALLER) {
+    return __pmpp_labeled(__parent.__member_mask(), __label, __file, __line);
+}
+inline coalesced_group binary_partition(const coalesced_group &__parent, bool __pred, PMPP_CG_CALLER) {
+    return __pmpp_labeled(__parent.__member_mask(), int(__pred), __file, __line);
+}
+template <unsigned _Np, class _Parent>
+coalesced_group binary_partition(const thread_block_tile<_Np, _Parent> &__parent, bool __pred, PMPP_CG_CALLER) {
+    return __pmpp_labeled(__parent.__member_mask(), int(__pred), __file, __line);
 }
 
 // ---- dynamic tiled_partition: tiles of n = 1, 2, 4, 8, 16 or 32 threads -----------------------
