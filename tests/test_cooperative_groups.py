@@ -352,11 +352,14 @@ extern "C" __global__ void by_label(const int* label, int* rank, int* size, int*
 """
 
 
-def test_labeled_and_binary_partitions_group_the_lanes_with_one_label(rng):
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cupy", marks=pytest.mark.gpu)])
+def test_labeled_and_binary_partitions_group_the_lanes_with_one_label(backend, rng):
+    xp = pmpp.xp if backend == "cupy" else np
     label = rng.integers(0, 3, 64).astype(np.int32)
-    rank, size, leader = (np.full(64, -1, np.int32) for _ in range(3))
-    k = pmpp.load(source=LABELED, filename="labeled.cu", backend="cpu", check=True).get_function("by_label")
-    k(1, 64, (label, rank, size, leader))
+    out = [xp.full(64, -1, np.int32) for _ in range(3)]
+    k = pmpp.load(source=LABELED, filename="labeled.cu", backend=backend, check=backend == "cpu")
+    k.get_function("by_label")(1, 64, (xp.asarray(label), *out))
+    rank, size, leader = (pmpp.asnumpy(a) for a in out)
     for t in range(64):
         mates = [u for u in range(t - t % 32, t - t % 32 + 32) if label[u] == label[t]]
         odd_mates = [u for u in mates if u % 2 == t % 2]
