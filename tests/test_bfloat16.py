@@ -41,9 +41,21 @@ def to_bfloat16(x) -> np.ndarray:
         x = _round_to_odd_float32(x)
     u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
     bits = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    bits[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+    bits[(u & 0x7FFFFFFF) > 0x7F800000] = 0x7FFF        # the canonical NaN, as a GPU's conversion gives
     return bits
+
+
+def fused_multiply_add(a, b, c):
+    """a * b + c (float64 bfloat16 values) rounded to odd in float64: a * b is exact, and TwoSum
+    recovers what rounding the sum to nearest dropped, so that a bfloat16 rounding of it is the one
+    rounding of the exact value a fused multiply-add makes."""
+    p = a * b
+    s = p + c
+    bb = s - p
+    e = (p - (s - bb)) + (c - bb)
+    odd = (s.view(np.uint64) & 1) == 1
+    away = (e != 0) & ~odd & np.isfinite(s)
+    return np.where(away, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
 
 
 def _round_to_odd_float32(x):
@@ -100,7 +112,7 @@ def test_arithmetic_is_correctly_rounded(backend, rng):
                                                 (xp.asarray(a), xp.asarray(b), xp.asarray(c), out, np.int32(n)))
     fa, fb, fc = (from_bfloat16(v).astype(np.float64) for v in (a, b, c))
     expected = np.stack([to_bfloat16(fa + fb), to_bfloat16(fa - fb), to_bfloat16(fa * fb),
-                         to_bfloat16(fa / fb), to_bfloat16(fa * fb + fc)], axis=1).reshape(-1)
+                         to_bfloat16(fa / fb), to_bfloat16(fused_multiply_add(fa, fb, fc))], axis=1).reshape(-1)
     got = pmpp.asnumpy(out)
     same = (got == expected) | (np.isnan(from_bfloat16(got)) & np.isnan(from_bfloat16(expected)))
     assert same.all(), f"{np.count_nonzero(~same)} of {same.size} differ; first at {np.flatnonzero(~same)[:5]}"
@@ -132,3 +144,15 @@ def test_a_float_array_for_bfloat16_is_refused_with_what_to_pass():
     with pytest.raises(TypeError, match="expects bfloat16 elements, which NumPy keeps as uint16 arrays of their "
                                         r"bits \(or ml_dtypes.bfloat16 arrays\), got float32"):
         kernels("cpu").get_function("arithmetic")(1, 4, (a, a, a, np.zeros(20, np.uint16), np.int32(4)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fma_rounds_once_where_the_product_alone_is_a_tie(backend):
+    # -1.5 * 2^22 times -1.0234375 * 2^29 is exactly halfway between two bfloat16s; a positive c far
+    # below the product's last bit breaks the tie upward (an H200's __hfma gives 0x5945). Adding c to
+    # the product rounded to nearest in double first would lose it and round to even (0x5944).
+    xp = pmpp.xp if backend == "cupy" else np
+    a, b, c = (xp.asarray(np.array([v], np.uint16)) for v in (0xCAC0, 0xCE03, 0x328C))
+    out = xp.zeros(5, np.uint16)
+    kernels(backend).get_function("arithmetic")(1, 1, (a, b, c, out, np.int32(1)))
+    assert int(pmpp.asnumpy(out)[4]) == 0x5945

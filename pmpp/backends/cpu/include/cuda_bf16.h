@@ -3,18 +3,20 @@
 // arrays are numpy uint16 arrays of those bits (or ml_dtypes.bfloat16). Conversions from float round
 // to nearest even, as __float2bfloat16 does; arithmetic is done in float and rounded to nearest even,
 // which gives the correctly rounded bfloat16 result for + - * / (float has more than 2*8+2
-// significand bits), as the GPU's bfloat16 instructions give; fma rounds once, through round-to-odd.
+// significand bits), as the GPU's bfloat16 instructions give; fma rounds once (to odd twice, then
+// to nearest even).
 #ifndef PMPP_CUDA_BF16_H
 #define PMPP_CUDA_BF16_H
 
 #include "pmpp_cuda.h"
 
 namespace pmpp {
-// float -> bfloat16 bits, round to nearest even; a NaN stays a (quiet) NaN.
+// float -> bfloat16 bits, round to nearest even; a NaN becomes the canonical NaN 0x7fff, as the
+// GPU's cvt.rn.bf16.f32 makes it.
 PMPP_NOCOV inline unsigned short f2bf(float f) {
     uint32_t u;
     __builtin_memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
     u += 0x7fffu + ((u >> 16) & 1u);
     return (unsigned short)(u >> 16);
 }
@@ -35,6 +37,16 @@ inline float bf_round_to_odd(double x) {
     bits |= 1u;
     __builtin_memcpy(&f, &bits, sizeof f);
     return f;
+}
+// p + c rounded to odd in double (TwoSum finds what rounding to nearest dropped): with a product p
+// of two bfloat16s (exact in double) and a tiny c, rounding to nearest could land on a bfloat16 tie
+// that the exact sum is not on; rounded to odd it cannot.
+inline double bf_sum_round_to_odd(double p, double c) {
+    const double s = p + c, bb = s - p, e = (p - (s - bb)) + (c - bb);
+    uint64_t bits;
+    __builtin_memcpy(&bits, &s, 8);
+    if (e == 0 || (bits & 1u) || !(s - s == 0)) return s;
+    return nextafter(s, e > 0 ? HUGE_VAL : -HUGE_VAL);
 }
 }  // namespace pmpp
 
@@ -131,8 +143,8 @@ static inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return __
 static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) * float(b)); }
 static inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __nv_bfloat16(float(a) / float(b)); }
 static inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {   // a * b exact in double
-    return __nv_bfloat16(__nv_bfloat16_raw{
-        ::pmpp::f2bf(::pmpp::bf_round_to_odd(double(float(a)) * double(float(b)) + double(float(c))))});
+    return __nv_bfloat16(__nv_bfloat16_raw{::pmpp::f2bf(::pmpp::bf_round_to_odd(
+        ::pmpp::bf_sum_round_to_odd(double(float(a)) * double(float(b)), double(float(c)))))});
 }
 static inline __nv_bfloat16 __hneg(__nv_bfloat16 a) { return __nv_bfloat16(__nv_bfloat16_raw{(unsigned short)(a.__x ^ 0x8000u)}); }
 static inline __nv_bfloat16 __habs(__nv_bfloat16 a) { return __nv_bfloat16(__nv_bfloat16_raw{(unsigned short)(a.__x & 0x7fffu)}); }
