@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pmpp import chapters, exercises
-from pmpp.course import grading, notebook_grading
+from pmpp.course import autograders, grading, notebook_grading
 from pmpp.course.classroom import collect
 from pmpp.cli import main
 from pmpp.runner import problem_for
@@ -67,7 +67,8 @@ def test_a_kernel_written_for_the_known_sizes_meets_one_drawn_from_the_seed(tmp_
     report = grading.grade("reduction/05", path, seed=11)
     drawn = [c for c in report.checks if c.size and int(c.size[2:]) not in chapters.get("reduction").test_sizes]
     assert drawn and not any(c.passed for c in drawn) and not report.passed
-    assert all(c.passed for c in report.checks if c.name.startswith(("compiles", "correct", "exact")) and c not in drawn)
+    assert all(c.passed for c in report.checks
+               if c.ran and c.name.startswith(("compiles", "correct", "exact")) and c not in drawn)
     sizes = {c.size for c in grading.grade("reduction/05", path, seed=12).checks if c.size} - {c.size for c in report.checks}
     assert sizes, "another seed draws another size"
 
@@ -319,7 +320,8 @@ def test_a_hostile_submission_gets_a_verdict_and_changes_nothing(tmp_path, monke
     report = grading.grade("reduction/05", path, seed=1)
     assert not report.passed and not victim.exists()
     assert report.contained.startswith("contained:")
-    on_the_engine = [c for c in report.checks[1:] if c.name.startswith(("correct", "exact"))]
+    on_the_engine = [c for c in report.checks[1:] if c.ran and c.name.startswith(("correct", "exact"))
+                     and "on the GPU" not in c.name]
     assert on_the_engine and all("may not touch files" in c.reason for c in on_the_engine), str(report)
 
 
@@ -357,4 +359,18 @@ def test_each_check_is_printed_once(capsys):
     out = capsys.readouterr()
     printed = out.out + out.err
     for check in grading.plan(COARSENED, 1):
-        assert printed.count(f"[pass] {check.name}") == 1 and printed.count(check.name) == 1, check.name
+        verdict = "not run" if check.kind == "gpu" and not grading.gpu_available() else "pass"
+        assert printed.count(f"[{verdict}] {check.name}") == 1 and printed.count(check.name) == 1, check.name
+
+
+def test_without_a_gpu_the_gpu_check_is_shown_as_not_run_and_the_points_do_not_change(monkeypatch):
+    monkeypatch.setattr(grading, "gpu_available", lambda: False)
+    report = grading.grade("reduction/05", seed=1)
+    on_gpu = [c for c in report.checks if "on the GPU" in c.name]
+    assert len(on_gpu) == 1 and not on_gpu[0].ran and on_gpu[0].max_points == 0
+    assert report.passed and report.points == report.max_points
+    assert "[not run] correct on the GPU" in str(report) and "counts for nothing" in str(report)
+    # The GPU's verdict is worth no points where it runs either: every machine totals the same.
+    assert COARSENED.points["gpu"] == 0
+    results = autograders.gradescope_results([report])
+    assert "status" not in next(t for t in results["tests"] if "on the GPU" in t["name"])

@@ -56,8 +56,8 @@ def gradescope_results(reports: Sequence[GradeReport], *, visibility: str = "vis
     """Gradescope's results.json for ``reports`` (one per exercise): a test per check, the
     verdicts as the output, and a leaderboard of GPU times where a GPU timed the submission."""
     tests = [{"name": f"{r.exercise}: {c.name}", "score": c.points, "max_score": c.max_points,
-              "status": "passed" if c.passed else "failed", "output": c.reason or "passed",
-              "visibility": visibility}
+              **({"status": "passed" if c.passed else "failed"} if c.ran else {}),
+              "output": c.reason or "passed", "visibility": visibility}
              for r in reports for c in r.checks]
     results = {"score": sum(r.points for r in reports), "output": _summary(reports, gpu),
                "visibility": visibility, "stdout_visibility": "hidden", "tests": tests,
@@ -79,7 +79,7 @@ def prairielearn_results(reports: Sequence[GradeReport], *, gpu: bool = False) -
         needed = ", ".join(find(r.exercise).path.name for r in reports)
         return {"gradable": False, "format_errors": [f"submit {needed}"], "message": f"submit {needed}"}
     tests = [{"name": f"{r.exercise}: {c.name}", "points": c.points, "max_points": c.max_points,
-              "message": "" if c.passed else c.reason, "output": c.reason or "passed"}
+              "message": "" if c.passed or not c.ran else c.reason, "output": c.reason or "passed"}
              for r in reports for c in r.checks]
     return {"gradable": True, "score": sum(r.points for r in reports) / max_points if max_points else 0.0,
             "message": "passed" if all(r.passed for r in reports) else "some checks failed",

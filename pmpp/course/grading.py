@@ -42,6 +42,7 @@ class Check:
     points: float = 0.0          # earned
     max_points: float = 0.0
     size: str = ""               # the problem size it ran at, if any ("n=1000")
+    ran: bool = True             # False: not run on this machine (no GPU), counting for nothing
 
 
 @dataclass
@@ -60,7 +61,7 @@ class GradeReport:
 
     @property
     def passed(self) -> bool:
-        return bool(self.checks) and all(c.passed for c in self.checks)
+        return bool(self.checks) and all(c.passed for c in self.checks if c.ran)
 
     @property
     def points(self) -> float:
@@ -85,9 +86,8 @@ class GradeReport:
                  f"  graded {self.submission or '(no submission)'}{digest}",
                  (f"  seed {self.seed} (pmpp grade --seed {self.seed} repeats this verdict); "
                   if self.seed is not None else "  ") + self.contained]
-        lines += [f"  [{'pass' if passed else 'FAIL'}] {name}"
-                  + (": " + reason.strip().replace("\n", "\n      ") if reason else "")
-                  for passed, name, reason in _folded(self.checks)]
+        lines += [f"  [{verdict}] {name}" + (": " + reason.strip().replace("\n", "\n      ") if reason else "")
+                  for verdict, name, reason in _folded(self.checks)]
         if self.gpu_time_us is not None:
             ref = (f", reference solution {self.reference_time_us:.1f} us"
                    if self.reference_time_us else "")
@@ -99,8 +99,12 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
+def _verdict(check) -> str:
+    return "not run" if not check.ran else "pass" if check.passed else "FAIL"
+
+
 def _folded(checks):
-    """(passed, name, reason) lines: failures with the same reason at several sizes become one
+    """(verdict, name, reason) lines: failures with the same reason at several sizes become one
     line that lists the sizes."""
     lines, index = [], {}
     for c in checks:
@@ -113,7 +117,7 @@ def _folded(checks):
         lines.append(line)
         if key:
             index[key] = line
-    return [(c.passed, template.replace("{sizes}", ", ".join(sizes)) if c.size else c.name, c.reason)
+    return [(_verdict(c), template.replace("{sizes}", ", ".join(sizes)) if c.size else c.name, c.reason)
             for c, sizes, template in lines]
 
 
@@ -150,9 +154,8 @@ def plan(exercise, seed: int = 0) -> list[_Planned]:
         checks.append(_Planned("performance", f"performance: {criterion.metric} at most {criterion.at_most:g} at "
                                f"{chapter.describe(problem)} (CPU engine's count; {criterion.why})",
                                problem, criterion=criterion))
-    if gpu_available():
-        problem = problem_for(variant, default_problem(chapter, "cupy"))
-        checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
+    problem = problem_for(variant, default_problem(chapter, "cupy"))    # run only where there is a GPU
+    checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
     return checks
 
 
@@ -196,6 +199,8 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
             if skip or wrong:
                 why = skip or "a kernel's speed counts only once it is right: fix the failed checks first"
                 check = Check(planned.name, False, f"not run: {why}", 0.0, points, planned.size)
+            elif planned.kind == "gpu" and not gpu_available():
+                check = Check(planned.name, False, NO_GPU, 0.0, 0.0, planned.size, ran=False)
             else:
                 check = _run(planned, points, chapter, variant, submission, timeout, [seed, index])
                 skip = _why_stop(planned, check)
@@ -206,6 +211,10 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     if report.passed and gpu_available():
         _time_on_gpu(report, chapter, variant, submission, ex, seed)
     return report
+
+
+NO_GPU = ("no GPU on this machine: not run, and it counts for nothing here; the points are the CPU "
+          "engine's checks, the same on every machine")
 
 
 # Set while a student's notebook is graded: the folder of that student's submission. An exercise
@@ -378,7 +387,7 @@ def grade_main(exercise: str, path, json_out=None, timeout=DEFAULT_TIMEOUT, seed
     done = []
 
     def show(check):
-        done.append(check.passed)
+        done.append(check.passed or not check.ran)
         if live:
             print(f"\r  grading: {len(done)} checks run, {done.count(False)} failed", end="", file=sys.stderr,
                   flush=True)
