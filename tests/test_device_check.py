@@ -12,7 +12,7 @@ from pmpp import chapters
 from pmpp.backends.cpu import CpuModule, devicecheck, flags, toolchain
 from pmpp.backends.cpu import source as engine_source
 from pmpp.errors import CompileError
-from pmpp.source import define_options, find_kernels, with_line_directive
+from pmpp.source import define_options, expand_includes, find_kernels, with_line_directive
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = Path(__file__).parent / "cpu_kernels"
@@ -172,15 +172,16 @@ def test_no_workbook_or_test_kernel_is_refused():
     for chapter, variant in _workbook_variants():
         path = ROOT / "kernels" / chapter.kernel_path(variant)
         covered.add(path)
-        result = verdict(path.read_text(), chapter.kernel_path(variant), define_options(variant.defines),
-                         variant.name_expressions)
+        result = verdict(expand_includes(path.read_text(), chapter.kernel_path(variant), path.parent),
+                         chapter.kernel_path(variant), define_options(variant.defines), variant.name_expressions)
         unchecked += [] if result.checked else [f"{path}: {result.reason}"]
     others = sorted(set((ROOT / "kernels").rglob("*.cu")) - covered - {
         ROOT / "kernels" / chapter.kernel_path(v) for chapter in map(chapters.get, chapters.names())
         for v in chapter.variants if v.gpu_only})
     others += sorted(KERNELS.glob("*.cu")) + sorted((ROOT / "tests" / "kernels").rglob("*.cu"))
     for path in others:
-        result = verdict(path.read_text(), str(path.relative_to(ROOT)))
+        result = verdict(expand_includes(path.read_text(), str(path.relative_to(ROOT)), path.parent),
+                         str(path.relative_to(ROOT)))
         unchecked += [] if result.checked else [f"{path}: {result.reason}"]
     assert len(covered) > 50 and len(others) > 10
     assert not unchecked   # every one was compiled and checked, not skipped
