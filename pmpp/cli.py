@@ -102,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write one row per submission (student, file, checks, points, "
                                  "total) to this file")
     p.add_argument("--feedback", metavar="DIR", help="write each student's verdict to DIR/STUDENT.txt")
+    p.add_argument("--leaderboard", metavar="DIR", help="write DIR/leaderboard.csv and .html: the submissions "
+                   "that passed, best first (GPU time where timed, then the performance criteria's counts)")
     p.add_argument("--jobs", type=int, help="submissions graded at once (default: the machine's cores)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per launch (default 30)")
     p.add_argument("--quiet", action="store_true", help="no progress while grading")
@@ -457,7 +459,7 @@ def cmd_grade(args) -> int:
         if not one_file:
             raise ValueError("--gradescope and --prairielearn write one submission's results: give one file")
         return _grade_for_platforms(args)
-    if one_file and not (args.csv or args.feedback):
+    if one_file and not (args.csv or args.feedback or args.leaderboard):
         return grade_main(args.exercise, (args.submissions or [None])[0], json_out=args.json,
                           timeout=args.timeout, seed=args.seed, quiet=args.quiet)
     return class_main(args)

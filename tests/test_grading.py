@@ -146,7 +146,8 @@ def test_a_folder_of_student_folders_is_collected(classroom):
 def test_a_class_becomes_one_csv_with_points_and_feedback(classroom, tmp_path, capsys):
     grades, feedback, verdicts = tmp_path / "grades.csv", tmp_path / "feedback", tmp_path / "all.json"
     status = main(["grade", "reduction/05", str(classroom), "--seed", "9", "--jobs", "2",
-                   "--csv", str(grades), "--feedback", str(feedback), "--json", str(verdicts)])
+                   "--csv", str(grades), "--feedback", str(feedback), "--json", str(verdicts),
+                   "--leaderboard", str(tmp_path / "board")])
     assert status == 1                                         # not everyone passed
     rows = {r["student"]: r for r in csv.DictReader(grades.open())}
     assert sorted(rows) == ["alice", "bob", "carol", "dave"]
@@ -159,6 +160,28 @@ def test_a_class_becomes_one_csv_with_points_and_feedback(classroom, tmp_path, c
     assert "not implemented yet" in (feedback / "carol.txt").read_text()
     assert "no submission" in (feedback / "dave.txt").read_text()
     assert {v["student"] for v in json.loads(verdicts.read_text())} == set(rows)
+    board = list(csv.DictReader((tmp_path / "board" / "leaderboard.csv").open()))
+    metric = COARSENED.performance[0].metric
+    assert [r["student"] for r in board][:1] == ["alice"] and board[0]["rank"] == "1"
+    assert 0 < float(board[0][metric]) <= COARSENED.performance[0].at_most
+    assert all(r["rank"] == "" for r in board[1:])                 # the others did not pass
+    assert "<td>alice</td>" in (tmp_path / "board" / "leaderboard.html").read_text()
+
+
+def test_the_leaderboard_ranks_by_gpu_time_then_by_the_counters():
+    from pmpp.course import leaderboard
+    metric = COARSENED.performance[0].metric
+
+    def report(student, passed, count, gpu_us=None):
+        checks = [grading.Check("compiles on the CPU engine", passed, "", 1.0 if passed else 0.0, 1.0),
+                  grading.Check(f"performance: {metric} at most 570", True, "", 1.0, 1.0, measured=count)]
+        return grading.GradeReport("reduction/05_coarsened", f"{student}.cu", student=student, checks=checks,
+                                   gpu_time_us=gpu_us, gpu="NVIDIA H200" if gpu_us else "")
+
+    untimed = leaderboard.rows([report("ann", True, 300.0), report("ben", True, 200.0), report("cy", False, 10.0)])
+    assert [(r["student"], r["rank"]) for r in untimed] == [("ben", 1), ("ann", 2), ("cy", "")]
+    timed = leaderboard.rows([report("ann", True, 300.0, 90.0), report("ben", True, 200.0, 120.0)])
+    assert [r["student"] for r in timed] == ["ann", "ben"]        # the GPU time first, then the counts
 
 
 def test_grading_output_into_a_closed_pipe_ends_quietly():

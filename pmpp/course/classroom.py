@@ -28,6 +28,7 @@ from .grading import DEFAULT_TIMEOUT, find_submitted, grade
 from .notebook_grading import grade_notebook, is_notebook_exercise
 from ..markers import kernel_regions, stub_kernel
 from ..notebooks import require_execution
+from . import leaderboard
 from .similarity import similar_pairs
 
 CSV_FIELDS = ("student", "file", "sha256", "checks_passed", "checks", "points", "total", "passed",
@@ -241,6 +242,9 @@ def class_main(args) -> int:
         write_csv(reports, args.csv, pairs)
     if args.feedback:
         write_feedback(reports, args.feedback)
+    if args.leaderboard:
+        for path in leaderboard.write(reports, args.leaderboard):
+            print(f"leaderboard: {path}", file=sys.stderr)
     if args.json:
         text = json.dumps([r.as_dict() for r in reports], indent=2)
         if args.json == "-":

@@ -43,6 +43,7 @@ class Check:
     max_points: float = 0.0
     size: str = ""               # the problem size it ran at, if any ("n=1000")
     ran: bool = True             # False: not run on this machine (no GPU), counting for nothing
+    measured: float | None = None  # a performance check: the counter's value, within its bound or not
 
 
 @dataclass
@@ -58,6 +59,7 @@ class GradeReport:
     checks: list = field(default_factory=list)
     gpu_time_us: float | None = None
     reference_time_us: float | None = None
+    gpu: str = ""                # the GPU that timed it, if one did
 
     @property
     def passed(self) -> bool:
@@ -270,7 +272,8 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
         if planned.kind == "compiles":
             load_variant(chapter, variant, backend="cpu", check=True, path=submission, timeout=timeout)
         elif planned.kind == "performance":
-            _count(chapter, variant, planned, submission, timeout, seed)
+            value = _count(chapter, variant, planned, submission, timeout, seed)
+            return Check(planned.name, True, "", points, points, planned.size, measured=value)
         else:
             _verify(chapter, variant, planned, submission, timeout, seed)
         return Check(planned.name, True, "", points, points, planned.size)
@@ -286,6 +289,8 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
         reason = f"crashed: {exc}"
     except KernelCheckError as exc:
         reason = f"{type(exc).__name__}: {exc}"
+    except _OverBound as exc:
+        return Check(planned.name, False, str(exc), 0.0, points, planned.size, measured=exc.value)
     except AssertionError as exc:
         reason = str(exc)
     except ExerciseNotImplemented as exc:
@@ -320,7 +325,15 @@ def _count(chapter, variant, planned, submission, timeout, seed):
         raise AssertionError("the submission launched no kernel") from None
     value = total.metrics()[criterion.metric]
     if value > criterion.at_most:
-        raise AssertionError(f"{criterion.metric} = {value:g}, more than {criterion.at_most:g}: {criterion.why}")
+        raise _OverBound(f"{criterion.metric} = {value:g}, more than {criterion.at_most:g}: {criterion.why}", value)
+    return value
+
+
+class _OverBound(AssertionError):
+    """A performance check's counter past its bound: the message, and the value for the leaderboard."""
+    def __init__(self, message: str, value: float):
+        super().__init__(message)
+        self.value = value
 
 
 def _time_on_gpu(report, chapter, variant, submission, ex, seed):
@@ -340,6 +353,7 @@ def _time_on_gpu(report, chapter, variant, submission, ex, seed):
         return bench(lambda: variant.launch(module, problem, inputs), backend="cupy").median_us
 
     report.gpu_time_us = time_of(submission)
+    report.gpu = device_info("cupy").get("name", "")
     if STUB_MARK not in ex.path.read_text() and submission != ex.path.resolve():
         report.reference_time_us = time_of(ex.path)
     peak_gbs, _ = theoretical_peaks(device_info("cupy"))
