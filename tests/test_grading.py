@@ -386,6 +386,7 @@ def test_each_check_is_printed_once(capsys):
         assert printed.count(f"[{verdict}] {check.name}") == 1 and printed.count(check.name) == 1, check.name
 
 
+@pytest.mark.slow
 def test_without_a_gpu_the_gpu_check_is_shown_as_not_run_and_the_points_do_not_change(monkeypatch):
     monkeypatch.setattr(grading, "gpu_available", lambda: False)
     report = grading.grade("reduction/05", seed=1)

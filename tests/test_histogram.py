@@ -6,7 +6,7 @@ Inputs are fresh each run; a failing test's message carries the seed that reprod
 """
 from __future__ import annotations
 
-import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -100,8 +100,12 @@ def test_shared_bins_without_atomics_raise_race_error_under_check(rng):
     variant = CHAPTER.variant("03_private_shared_racy")
     problem = problem_for(variant, 1000)
     inputs = CHAPTER.make_inputs(problem, np, rng)
-    with pytest.raises(pmpp.RaceError, match="histo_s"):
+    with pytest.raises(pmpp.RaceError) as err:
         variant.launch(load(variant, "cpu", check=True), problem, inputs)
+    # The fix first: two threads' histo_s[bin]++ is an update race, which only an atomic fixes.
+    message = str(err.value)
+    assert re.search(r"thread \(\d+,0,0\) updated __shared__ 'histo_s'\[\d+\] \(read, then write\)", message), message
+    assert message.index("make the update atomic") < message.index("__syncthreads()") and len(message) < 520
 
 
 def test_shared_bins_without_atomics_count_right_on_cpu_engine_where_threads_take_turns(rng):

@@ -8,8 +8,6 @@ rounding, and mma.sync.m16n8k8 with the fragment layout of the PTX ISA, gathered
 """
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
 

@@ -6,7 +6,6 @@ Inputs are fresh each run; a failing test's message carries the seed that reprod
 from __future__ import annotations
 
 import itertools
-import pathlib
 
 import numpy as np
 import pytest

@@ -5,8 +5,6 @@ Inputs are fresh each run; a failing test's message carries the seed that reprod
 """
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
 

@@ -5,7 +5,6 @@ Inputs are fresh each run; a failing test's message carries the seed that reprod
 """
 from __future__ import annotations
 
-import pathlib
 from dataclasses import replace
 
 import numpy as np

@@ -6,15 +6,13 @@ Inputs are fresh each run; a failing test's message carries the seed that reprod
 """
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
 
 from pmpp.runner import array_module as xp_for
 from test_elementwise import assert_matches, run_on
 from pmpp.chapters import upsample
-from pmpp.chapters.upsample import CHAPTER, TEST_SHAPES
+from pmpp.chapters.upsample import CHAPTER
 from pmpp.chapters.elementwise import DTYPES
 
 GENERIC = [v for v in CHAPTER.variants if not v.only_2x]

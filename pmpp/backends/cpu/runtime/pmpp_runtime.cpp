@@ -140,7 +140,10 @@ struct Site {
 // with the barrier epoch and the thread's own lane clock (see LaneClocks) when it was made.
 struct Acc {
     uintptr_t pc;
-    uint32_t epoch, clock, tid, pad;
+    uint32_t epoch, clock, tid;
+    // A write that is an update (x += v: its thread read the byte before, in the epoch): 1 + the low
+    // 32 bits of that read's pc; else 0.
+    uint32_t update;
 };
 struct Shadow {
     Acc w, r1, r2;
@@ -2056,8 +2059,36 @@ std::string same_warp_advice(uint32_t tid_a, uint32_t tid_b) {
                tid_a % 32, tid_b % 32, tid_a / 32);
 }
 
+// Updates (x += v, x++, a histogram's bin: a read, then a write of the same element) by two
+// threads with nothing ordering them: one update can undo the other whatever barrier is added, so
+// the message leads with the fix, an atomic. ``certain``: this thread's write follows its own read;
+// else this thread reads what another thread updated (it may be starting an update of its own).
+[[noreturn]] void report_update_race(Fiber *f, const ShRegion &r, uintptr_t a, const Acc &prev, uintptr_t pc,
+                                     bool certain) {
+    Worker *w = f->w;
+    const std::string where = fmt("%s__shared__ '%s'%s", r.dynamic ? "extern " : "", r.name,
+                                  shared_index(r, size_t(a - uintptr_t(r.base))).c_str());
+    const std::string who = fmt("thread %s", coord(w->fibers[prev.tid].c.thread_idx).c_str());
+    const std::string me = fmt("thread %s", coord(f->c.thread_idx).c_str());
+    if (certain)
+        fiber_fail(f, PMPP_ERR_RACE,
+                   fmt("shared-memory race in kernel '%s': %s and %s both update %s (read, then write) at %s "
+                       "and %s with nothing ordering them, so one update can undo the other (block %s). "
+                       "Make the update atomic (atomicAdd and its kin): no barrier fixes it",
+                       kname(w->L), who.c_str(), me.c_str(), where.c_str(), pc_marker(prev.pc).c_str(),
+                       pc_marker(pc).c_str(), coord(w->bid).c_str()));
+    fiber_fail(f, PMPP_ERR_RACE,
+               fmt("shared-memory race in kernel '%s': %s updated %s (read, then write) at %s and %s read it "
+                   "at %s with nothing ordering them (block %s). If both update it (x += v, x++), make the "
+                   "update atomic (atomicAdd and its kin): no barrier fixes that; if %s only reads the "
+                   "result, put __syncthreads() (or __syncwarp() within a warp) between them",
+                   kname(w->L), who.c_str(), where.c_str(), pc_marker(prev.pc).c_str(), me.c_str(),
+                   pc_marker(pc).c_str(), coord(w->bid).c_str(), me.c_str()));
+}
+
 [[noreturn]] void report_race(Fiber *f, const ShRegion &r, uintptr_t a, const Acc &prev,
-                              bool prev_write, bool write, uintptr_t pc) {
+                              bool prev_write, bool write, uintptr_t pc, bool update = false) {
+    if (update) report_update_race(f, r, a, prev, pc, write);
     Worker *w = f->w;
     const bool same_warp = prev.tid / 32 == f->lin / 32;
     std::string msg = fmt(
@@ -2084,14 +2115,22 @@ void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool writ
         if (x.epoch != E || x.tid == tid) return false;
         return x.tid / 32 != wi || lane_known(C, f->lane, x.tid % 32, E) < x.clock;
     };
-    const Acc me{pc, E, C.own[f->lane] + 1, tid, 0};
+    Acc me{pc, E, C.own[f->lane] + 1, tid, 0};
     Shadow *sh = w->shadow + (a - uintptr_t(w->arena));
     for (size_t i = 0; i < size; ++i) {
         Shadow &s = sh[i];
-        if (conflict(s.w)) report_race(f, r, a + i, s.w, true, write, pc);
+        // An update (x += v): this thread's write after its own read. Reading another thread's
+        // update, or updating after it, is said as such (report_update_race).
+        const Acc *mine = s.r1.epoch == E && s.r1.tid == tid ? &s.r1 : s.r2.epoch == E && s.r2.tid == tid ? &s.r2
+                                                                                                          : nullptr;
+        // Reading, with the very load the other thread's update read it by, what it updated (x++ in
+        // both): the start of a second update. Writing after its own read, what another updated.
+        const bool same_load = !write && s.w.update == uint32_t(pc) + 1;
+        if (conflict(s.w)) report_race(f, r, a + i, s.w, true, write, pc, s.w.update && (same_load || (write && mine)));
         if (write) {
             if (conflict(s.r1)) report_race(f, r, a + i, s.r1, false, true, pc);
             if (conflict(s.r2)) report_race(f, r, a + i, s.r2, false, true, pc);
+            me.update = mine ? uint32_t(mine->pc) + 1 : 0;
             s.w = me;
             s.r1.epoch = s.r2.epoch = 0;
         } else if (s.r1.epoch != E || s.r1.tid == tid) {
