@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", nargs="*", help="only these variants (names or numbers)")
     p.add_argument("--torch", action="store_true",
                    help="also time the PyTorch routines on a GPU (importing PyTorch takes seconds)")
+    p.add_argument("--predict", metavar="GPU",
+                   help="on the CPU engine: the GPU whose time is predicted beside each variant (default: the "
+                        "GPU $PMPP_TARGET names, else the H100; 'none': no prediction)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="measure on the GPU and record the results as JSON")
@@ -169,6 +172,7 @@ def _problem(chapter, backend, n):
 
 
 def cmd_run(args) -> int:
+    from .profiling.predict import add_predictions
     from .progress import progress
     from .runner import QUICK_REPEATS, format_table, measure, precompile, split_stubs
     from .tuning import for_this_gpu
@@ -179,6 +183,7 @@ def cmd_run(args) -> int:
             for chapter in _chapters(args.chapter)]
     precompile([(chapter, variants) for chapter, variants, _ in plan], backend)
     failed, stubs, not_run = [], 0, 0
+    gpu, predicted_note = _predicted_gpu(args.predict), None
     with progress(sum(len(variants) + len(chapter.library) for chapter, variants, _ in plan), "pmpp run") as bar:
         for chapter, variants, notes in plan:
             problem = _problem(chapter, backend, args.n)
@@ -192,6 +197,9 @@ def cmd_run(args) -> int:
             failed += _verify_sizes(chapter, variants, backend, bar)
             entries = measure(chapter, backend=backend, problem=problem, variants=for_this_gpu(chapter, variants, backend),
                               skipped=True, repeats=QUICK_REPEATS[backend], torch=args.torch, progress=bar)
+            if backend == "cpu" and gpu is not None:
+                bar.note(f"{chapter.name}: predicting the {gpu}")
+                predicted_note = add_predictions(chapter, entries, gpu)
             bar.print(format_table(entries))
             not_run += sum(1 for e in entries if e.get("skipped") and e["kind"] == "variant")
             for e in entries:
@@ -202,6 +210,8 @@ def cmd_run(args) -> int:
                        if e["correct"] is False and not _racy(chapter, e["name"])]
     if backend == "cpu":
         print("\nTimes above are CPU-engine times: they check the kernels, not GPU performance.")
+        if predicted_note:
+            print(predicted_note)
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -209,6 +219,16 @@ def cmd_run(args) -> int:
           + (f"; {not_run} cannot run here (above, with the reason)" if not_run else "")
           + (f"; {stubs} not implemented yet (above)." if stubs else "."))
     return 0
+
+
+def _predicted_gpu(name: str | None) -> str | None:
+    """The GPU `pmpp run --predict` names (None: 'none'), else $PMPP_TARGET's, else the H100."""
+    from .gpus import gpu_spec
+    from .targets import target_from_env
+    if name is not None:
+        return None if name.lower() == "none" else gpu_spec(name).name
+    spec = target_from_env()
+    return spec.name if spec is not None else "H100"
 
 
 def _say_tuned(chapter, variants, backend, bar) -> None:

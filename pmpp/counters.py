@@ -477,10 +477,11 @@ def annotate(counters: Counters, file: str | None = None, *, lines: tuple | None
 # ---- building Counters from what the engine sent -------------------------------------------------
 
 def from_engine(raw: Mapping[str, Any], library, *, kernel: tuple, source: Mapping[str, str],
-                gpu: str = DEFAULT_GPU) -> Counters:
+                gpu: str = DEFAULT_GPU, footprint: int = 0) -> Counters:
     """A :class:`Counters` from a count build's ``last_counts`` (see ``worker.py``): code addresses
     become source lines (counts of one line and kind are added up). The samples may come as a list
-    of dicts or as the engine's array of ``pmpp_count_sample`` in bytes."""
+    of dicts or as the engine's array of ``pmpp_count_sample`` in bytes. ``footprint``: the bytes
+    of the arrays the launch was given (what it can move through DRAM at least once, at most)."""
     samples = raw["samples"]
     packed = isinstance(samples, bytes)
     sample_pcs = _sample_array(samples)["pc"].tolist() if packed else [s["pc"] for s in samples]
@@ -493,6 +494,9 @@ def from_engine(raw: Mapping[str, Any], library, *, kernel: tuple, source: Mappi
                    r["addresses"], r["max_same_address"], r["pc"])
         accesses[a.key] = accesses[a.key] + a if a.key in accesses else a
     summary = {k: v for k, v in raw["summary"].items() if k not in ("nrows", "nsamples")}
+    requested = 32 * sum(a.sectors for a in accesses.values() if a.space == "global")
+    summary["footprint_bytes"] = footprint
+    summary["dram_bytes_estimate"] = min(requested, footprint) if footprint else requested
     return Counters([kernel], list(accesses.values()), summary, _Samples(samples, len(sample_pcs), where),
                     dict(source), gpu)
 

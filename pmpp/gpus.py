@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 from .args import MAX_BLOCK, dim3
 
 KB = 1024
+MB = 1024 * KB
 RECORD_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")   # the archs the resources are recorded for
 LIMITS = ("warps", "registers", "shared memory", "blocks")   # the order cuda_occupancy.h names them in
 
@@ -45,6 +46,11 @@ class GPUSpec:
     register_allocation_granularity: str = "warp"   # ...per warp, not per block
     warp_allocation_granularity: int = 4  # register-file sub-partitions: warps counted in 4s
     max_shared_per_block: int = 48 * KB  # without opting in
+    # What the time model (pmpp.predict) needs beyond the limits: data-sheet figures.
+    clock_mhz: int = 0                   # boost clock of the SMs
+    dram_gbs: float = 0.0                # DRAM bandwidth, GB/s (10^9 bytes)
+    l2_bytes: int = 0
+    fp32_per_sm: int = 128               # FP32 lanes per SM (64 on sm_75 and sm_80)
 
     @property
     def arch(self) -> str:
@@ -74,31 +80,51 @@ def _kb(*sizes: int) -> tuple[int, ...]:
 #  * libcu++'s cuda::arch::traits (CCCL, cuda/__device/arch_traits.h): the same per-arch numbers,
 #    the reserved shared memory (0 on sm_75, 1 KB on sm_80, sm_86, sm_89, sm_90) and the opt-in
 #    maximum per block (the SM's capacity less that reserve);
-#  * SM counts: NVIDIA's data sheets (T4 40, A100 108, RTX 3090 82, RTX 4090 128, H100 SXM5 132;
-#    the H100 80GB HBM3 here reported 132 in results/).
+#  * SM counts: NVIDIA's data sheets (T4 40, A100 108, RTX 3090 82, RTX 4090 128, L4 58, H100 SXM5
+#    132, H200 132; the H100 80GB HBM3 and the H200 here reported 132 in results/);
+#  * boost clocks, DRAM bandwidth and L2 sizes: NVIDIA's data sheets and architecture whitepapers
+#    (T4 1590 MHz, 320 GB/s, 4 MB; A100 80GB SXM 1410 MHz, 2039 GB/s, 40 MB; RTX 3090 1695 MHz,
+#    936 GB/s, 6 MB; RTX 4090 2520 MHz, 1008 GB/s, 72 MB; L4 2040 MHz, 300 GB/s, 48 MB), and for the
+#    H100 and H200 what their drivers reported in results/ (1980 MHz; memory clock x bus width x 2:
+#    3352 and 4814 GB/s; L2 50 and 60 MB); FP32 lanes per SM from the same whitepapers.
 GPUS: dict[str, GPUSpec] = {spec.name: spec for spec in (
     GPUSpec("T4", "Tesla T4", (7, 5), sm_count=40, max_threads_per_sm=1024, max_blocks_per_sm=16,
             shared_per_sm=64 * KB, shared_carveouts=_kb(32, 64), max_shared_per_block_optin=64 * KB,
-            shared_allocation_unit=256, reserved_shared_per_block=0, aliases=("sm_75",)),
+            shared_allocation_unit=256, reserved_shared_per_block=0, aliases=("sm_75",),
+            clock_mhz=1590, dram_gbs=320, l2_bytes=4 * MB, fp32_per_sm=64),
     GPUSpec("A100", "NVIDIA A100-SXM4-80GB", (8, 0), sm_count=108, max_threads_per_sm=2048,
             max_blocks_per_sm=32, shared_per_sm=164 * KB,
             shared_carveouts=_kb(0, 8, 16, 32, 64, 100, 132, 164), max_shared_per_block_optin=163 * KB,
             shared_allocation_unit=128, reserved_shared_per_block=1 * KB,
             aliases=("sm_80", "A100 SXM", "A100 SXM4", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB",
-                     "NVIDIA A100 80GB PCIe")),
+                     "NVIDIA A100 80GB PCIe"),
+            clock_mhz=1410, dram_gbs=2039, l2_bytes=40 * MB, fp32_per_sm=64),
     GPUSpec("RTX 3090", "NVIDIA GeForce RTX 3090", (8, 6), sm_count=82, max_threads_per_sm=1536,
             max_blocks_per_sm=16, shared_per_sm=100 * KB, shared_carveouts=_kb(0, 8, 16, 32, 64, 100),
             max_shared_per_block_optin=99 * KB, shared_allocation_unit=128,
-            reserved_shared_per_block=1 * KB, aliases=("sm_86", "3090")),
+            reserved_shared_per_block=1 * KB, aliases=("sm_86", "3090"),
+            clock_mhz=1695, dram_gbs=936, l2_bytes=6 * MB),
     GPUSpec("RTX 4090", "NVIDIA GeForce RTX 4090", (8, 9), sm_count=128, max_threads_per_sm=1536,
             max_blocks_per_sm=24, shared_per_sm=100 * KB, shared_carveouts=_kb(0, 8, 16, 32, 64, 100),
             max_shared_per_block_optin=99 * KB, shared_allocation_unit=128,
-            reserved_shared_per_block=1 * KB, aliases=("sm_89", "4090")),
+            reserved_shared_per_block=1 * KB, aliases=("sm_89", "4090"),
+            clock_mhz=2520, dram_gbs=1008, l2_bytes=72 * MB),
+    GPUSpec("L4", "NVIDIA L4", (8, 9), sm_count=58, max_threads_per_sm=1536,
+            max_blocks_per_sm=24, shared_per_sm=100 * KB, shared_carveouts=_kb(0, 8, 16, 32, 64, 100),
+            max_shared_per_block_optin=99 * KB, shared_allocation_unit=128,
+            reserved_shared_per_block=1 * KB, clock_mhz=2040, dram_gbs=300, l2_bytes=48 * MB),
     GPUSpec("H100", "NVIDIA H100 80GB HBM3", (9, 0), sm_count=132, max_threads_per_sm=2048,
             max_blocks_per_sm=32, shared_per_sm=228 * KB,
             shared_carveouts=_kb(0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
             max_shared_per_block_optin=227 * KB, shared_allocation_unit=128,
-            reserved_shared_per_block=1 * KB, aliases=("sm_90", "H100 SXM", "H100 SXM5")),
+            reserved_shared_per_block=1 * KB, aliases=("sm_90", "H100 SXM", "H100 SXM5"),
+            clock_mhz=1980, dram_gbs=3352, l2_bytes=50 * MB),
+    GPUSpec("H200", "NVIDIA H200", (9, 0), sm_count=132, max_threads_per_sm=2048,
+            max_blocks_per_sm=32, shared_per_sm=228 * KB,
+            shared_carveouts=_kb(0, 8, 16, 32, 64, 100, 132, 164, 196, 228),
+            max_shared_per_block_optin=227 * KB, shared_allocation_unit=128,
+            reserved_shared_per_block=1 * KB, aliases=("H200 SXM",),
+            clock_mhz=1980, dram_gbs=4814, l2_bytes=60 * MB),
 )}
 
 

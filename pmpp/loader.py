@@ -200,7 +200,8 @@ class Function:
             from .counters import from_engine
             self.module.launches.append(from_engine(
                 counts, impl.library_path, kernel=(self.name, grid, block, shared_mem),
-                source={self.module.filename: self.module.source}, gpu=session.gpu))
+                source={self.module.filename: self.module.source}, gpu=session.gpu,
+                footprint=sum(a.nbytes for a in converted if isinstance(a, impl.array_type))))
 
     def _unchecked(self, args):
         warnings.warn(f"pmpp could not read the parameter list of {self.name}; its arguments are "

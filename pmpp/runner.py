@@ -353,17 +353,24 @@ def _copy(value):
 
 
 def format_table(entries: list[dict]) -> str:
-    """A plain-text table of entries, one row each; a row that was not run says why."""
+    """A plain-text table of entries, one row each; a row that was not run says why. Entries with a
+    predicted GPU time (``predicted_us``, :func:`pmpp.profiling.predict.add_predictions`) get a
+    column for it and for the resource that bounds it."""
     names = [e["name"] + (" [library]" if e["kind"] == "library" else "") for e in entries]
     w = max([28, *map(len, names)])
-    header = f"{'variant':<{w}} {'ok':<4} {'median us':>11} {'GB/s':>9} {'GFLOP/s':>9} {'OP/B':>6}"
+    gpu = next((e["predicted_gpu"] for e in entries if e.get("predicted_gpu")), None)
+    predicted = f" {'pred. ' + gpu + ' us':>15} {'bound by':<13}" if gpu else ""
+    header = f"{'variant':<{w}} {'ok':<4} {'median us':>11} {'GB/s':>9} {'GFLOP/s':>9} {'OP/B':>6}" + predicted
     rows = [header, "-" * len(header)]
     for name, e in zip(names, entries):
         if e.get("skipped"):
             rows.append(f"{name:<{w}} {'-':<4} not run: {e['skipped']}")
             continue
-        rows.append(f"{name:<{w}} {'yes' if e['correct'] else 'NO':<4} {e['median_us']:>11.1f} "
-                    f"{_number(e['gbps'], 9, 1)} {_number(e['gflops'], 9, 2)} {_number(e['intensity'], 6, 2)}")
+        row = (f"{name:<{w}} {'yes' if e['correct'] else 'NO':<4} {e['median_us']:>11.1f} "
+               f"{_number(e['gbps'], 9, 1)} {_number(e['gflops'], 9, 2)} {_number(e['intensity'], 6, 2)}")
+        if gpu:
+            row += f" {_number(e.get('predicted_us'), 15, 1)} {e.get('predicted_bound', '-'):<13}"
+        rows.append(row)
     return "\n".join(rows)
 
 

@@ -37,9 +37,10 @@ def fake_function(filename, name, source="", defines=None, name_expressions=()):
 # ---------------------------------------------------------------------------------------------
 # The table of GPUs
 
-def test_table_names_the_five_gpus_with_their_arch():
+def test_table_names_the_seven_gpus_with_their_arch():
     assert {name: spec.arch for name, spec in GPUS.items()} == {
-        "T4": "sm_75", "A100": "sm_80", "RTX 3090": "sm_86", "RTX 4090": "sm_89", "H100": "sm_90"}
+        "T4": "sm_75", "A100": "sm_80", "RTX 3090": "sm_86", "RTX 4090": "sm_89", "L4": "sm_89",
+        "H100": "sm_90", "H200": "sm_90"}
 
 
 # The Programming Guide's technical specifications and cuda_occupancy.h, restated:
@@ -49,7 +50,9 @@ DOCUMENTED = {
     "A100": (108, 2048, 32, 164, 163, 1024, 128),
     "RTX 3090": (82, 1536, 16, 100, 99, 1024, 128),
     "RTX 4090": (128, 1536, 24, 100, 99, 1024, 128),
+    "L4": (58, 1536, 24, 100, 99, 1024, 128),
     "H100": (132, 2048, 32, 228, 227, 1024, 128),
+    "H200": (132, 2048, 32, 228, 227, 1024, 128),
 }
 
 
@@ -77,7 +80,7 @@ def test_gpus_are_found_by_alias_whatever_the_case(alias, name):
 
 def test_unknown_gpu_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"'V100'.*T4 \(sm_75\), A100 \(sm_80\), RTX 3090 \(sm_86\), "
-                                         r"RTX 4090 \(sm_89\), H100 \(sm_90\)"):
+                                         r"RTX 4090 \(sm_89\), L4 \(sm_89\), H100 \(sm_90\), H200 \(sm_90\)"):
         occupancy_from_resources(32, 0, 256, gpu="V100")
 
 
@@ -199,10 +202,10 @@ def test_a_carveout_preference_shrinks_shared_memory():
 #          T4 64/32 = 2; A100 164/33 = 4; 3090, 4090 100/33 = 3; H100 228/33 = 6
 #  blocks: 32 threads, 16 registers: the maximum blocks per SM -> T4 16, A100 32, 3090 16, 4090 24, H100 32
 EACH_LIMIT = {
-    "warps": ((16, 0, 256, 0), {"T4": 4, "A100": 8, "RTX 3090": 6, "RTX 4090": 6, "H100": 8}),
-    "registers": ((128, 0, 256, 0), {"T4": 2, "A100": 2, "RTX 3090": 2, "RTX 4090": 2, "H100": 2}),
-    "shared memory": ((16, 0, 128, 32 * KB), {"T4": 2, "A100": 4, "RTX 3090": 3, "RTX 4090": 3, "H100": 6}),
-    "blocks": ((16, 0, 32, 0), {"T4": 16, "A100": 32, "RTX 3090": 16, "RTX 4090": 24, "H100": 32}),
+    "warps": ((16, 0, 256, 0), {"T4": 4, "A100": 8, "RTX 3090": 6, "RTX 4090": 6, "L4": 6, "H100": 8, "H200": 8}),
+    "registers": ((128, 0, 256, 0), {"T4": 2, "A100": 2, "RTX 3090": 2, "RTX 4090": 2, "L4": 2, "H100": 2, "H200": 2}),
+    "shared memory": ((16, 0, 128, 32 * KB), {"T4": 2, "A100": 4, "RTX 3090": 3, "RTX 4090": 3, "L4": 3, "H100": 6, "H200": 6}),
+    "blocks": ((16, 0, 32, 0), {"T4": 16, "A100": 32, "RTX 3090": 16, "RTX 4090": 24, "L4": 24, "H100": 32, "H200": 32}),
 }
 
 

@@ -123,6 +123,18 @@ class BenchSet:
     variants: Sequence[Any] | None = None          # names or Variants; None: all that take it
 
 
+def shrink_n(problem: Mapping[str, Any], factor: float) -> dict:
+    """``problem`` with ``n`` (its length) ``factor`` times smaller."""
+    return {**problem, "n": max(1, round(problem["n"] / factor))}
+
+
+def shrink_leading(problem: Mapping[str, Any], factor: float) -> dict:
+    """``problem`` with the product of the first two dimensions of ``shape`` (batch and channels,
+    which no kernel's tiling depends on) ``factor`` times smaller, the other dimensions kept."""
+    n, c, *rest = problem["shape"]
+    return {**problem, "shape": (1, max(1, round(n * c / factor)), *rest)}
+
+
 @dataclass(frozen=True)
 class Chapter:
     name: str                      # "reduction"
@@ -146,6 +158,9 @@ class Chapter:
     # The variants that run the largest of test_sizes on the CPU engine (None: every one); the
     # others take minutes there, and share their launch shape with one of these.
     cpu_largest: Collection[str] | None = None
+    # shrink(problem, factor): the problem with about 1/factor of its work and its other parameters
+    # (filter, tile-relevant shape) kept: what pmpp.predict counts on the CPU engine to scale up.
+    shrink: Callable[[Mapping[str, Any], float], dict] = shrink_n
 
     def cases(self, backend: str) -> list[tuple[Variant, dict]]:
         """The every-variant test matrix: (variant, problem) pairs, each of which must match the

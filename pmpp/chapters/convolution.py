@@ -523,6 +523,7 @@ CHAPTER = Chapter(
     # 8192^2 float32: 256 MiB in, 256 MiB out - ten times the H100's 50 MB L2.
     problems={"gpu": {"n": 8192, "r": FILTER_RADIUS}, "cpu": {"n": 300, "r": FILTER_RADIUS}},
     test_sizes=(1, 5, 33, 131, 260),
+    shrink=lambda p, f: {**p, "n": max(4, round(p["n"] / f ** 0.5))},       # n is the square's side
     library=(
         Library("cupyx.scipy.ndimage.correlate", _cupyx_run, lambda backend: backend == "cupy"),
         Library("torch conv2d (cuDNN, FP32)", _torch_run, _torch_available, imports=("torch",)),

@@ -767,6 +767,14 @@ def _test_cases(backend: str):
     return [(variant, shape) for variant in CHAPTER.variants for shape in shapes]
 
 
+def _shrink(problem: Mapping[str, Any], factor: float) -> dict:
+    """The problem with about 1/factor of its work: one image first, then a smaller one (the output
+    channels K and the reduction C x R x S, which set the GEMM's tiles, are kept)."""
+    images = max(1, round(problem["n"] / factor))
+    side = max(1, round((problem["h"] * problem["w"] * problem["n"] / (images * factor)) ** 0.5))
+    return {**problem, "n": images, "h": min(problem["h"], side), "w": min(problem["w"], side)}
+
+
 CHAPTER = Chapter(
     name="implicit_gemm",
     title="Convolution as implicit GEMM (PMPP ch. 7, multi-channel)",
@@ -780,6 +788,7 @@ CHAPTER = Chapter(
     problems={"gpu": dict(GPU_PROBLEM), "cpu": dict(CPU_PROBLEM)},
     test_sizes=(1, 3),            # batch sizes N for `pmpp run`; the tests add awkward shapes
     test_cases=_test_cases,
+    shrink=_shrink,
     library=(
         Library("cuDNN FP32 (torch conv2d)", _cudnn(tf32=False), _torch_available, imports=("torch",)),
         Library("cuDNN TF32 (torch conv2d)", _cudnn(tf32=True), _torch_available, imports=("torch",)),

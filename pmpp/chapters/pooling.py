@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant, shrink_leading
 from pmpp.chapters.draw import array_module, generator_for, to_module
 from pmpp.chapters.elementwise import poisoned, torch_works
 
@@ -343,6 +343,7 @@ CHAPTER = Chapter(
     check=check,
     problems={"gpu": _pool(GPU_SHAPE, 2, 2), "cpu": _pool((2, 3, 16, 16, 16), 3, 1, 1)},
     test_cases=_test_cases,
+    shrink=shrink_leading,
     library=(
         Library("torch.max_pool3d", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
                 imports=("torch",)),

@@ -556,6 +556,7 @@ CHAPTER = Chapter(
     check=check,
     problems={"gpu": {"n": 512}, "cpu": {"n": 64}},
     test_sizes=(1, 2, 3, 4, 37, 68),
+    shrink=lambda p, f: {**p, "n": max(4, round(p["n"] / f ** (1 / 3)))},   # n is the cube's side
     library=(
         Library("cupyx correlate", _correlate_run("cupyx.scipy.ndimage"),
                 lambda backend: backend == "cupy"),

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from pmpp.args import check_aligned
-from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant
+from pmpp.chapters.base import BenchSet, Chapter, CheckResult, Library, Model, Variant, shrink_leading
 from pmpp.chapters.draw import array_module, generator_for, host, on_host, to_module
 from pmpp.chapters.elementwise import (BLOCK_DIM, CTYPE, DTYPES, PACK_BYTES, PACK_WAVES, U16, U32,
                                        grid_size, poisoned, torch_works)
@@ -310,6 +310,7 @@ CHAPTER = Chapter(
     problems={"gpu": {"shape": GPU_SHAPE, "scale": 2, "dtype": "float32", "direction": "forward"},
               "cpu": {"shape": (2, 4, 40, 40), "scale": 2, "dtype": "float32", "direction": "forward"}},
     test_cases=_test_cases,
+    shrink=shrink_leading,
     library=(
         Library("torch", _torch_run, lambda backend: backend == "cupy" and torch_works(_torch_smoke),
                 imports=("torch",)),
