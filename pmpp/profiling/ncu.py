@@ -347,6 +347,8 @@ STALL_METRICS = (
     "dram__bytes_read.sum", "dram__bytes_write.sum",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",     # DRAM Throughput
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",       # Compute (SM) Throughput
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed",      # L2 Cache Throughput
+    "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",    # L1/TEX Cache Throughput
     "smsp__issue_active.avg.pct_of_peak_sustained_active",    # Issue Slots Busy
     "sm__maximum_warps_per_active_cycle_pct",                 # Theoretical Occupancy
     "sm__warps_active.avg.pct_of_peak_sustained_active",      # Achieved Occupancy
