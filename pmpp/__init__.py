@@ -28,7 +28,7 @@ from .timing import Timing, bench
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "Module", "Function", "counters", "Counters", "occupancy", "xp", "get_array_module", "asnumpy", "active_backend",
+    "load", "Module", "Function", "counters", "Counters", "occupancy", "predict", "xp", "get_array_module", "asnumpy", "active_backend",
     "backend_info", "gpu_available", "kernel_source", "kernels_dir", "bench", "Timing",
     "ceilings", "Ceilings",
     "PmppError", "CompileError", "BackendUnavailableError", "KernelCheckError", "OutOfBoundsError",
@@ -65,6 +65,14 @@ def kernel_source(path: str) -> str:
 # What the workbook measures lives in pmpp.profiling; the notebooks and students name its modules
 # as pmpp's own (``from pmpp import explain``).
 _PROFILING = ("explain", "ncu", "validate", "goals", "profile", "count_cost")
+
+
+def predict(kernel, grid, block, args, shared_mem: int = 0, gpu: str = "H100"):
+    """The predicted time of this launch on ``gpu`` (``.time_us``) and the resource that bounds it
+    (``.bound``), from the CPU engine's counts: see :func:`pmpp.profiling.predict.predict`."""
+    import importlib
+    model = importlib.import_module(".profiling.predict", __name__)   # loaded when first used, as _PROFILING
+    return model.predict(kernel, grid, block, args, shared_mem, gpu)
 
 
 def __getattr__(name):

@@ -381,7 +381,9 @@ def _variant_names(chapter, wanted) -> list[str]:
 
 def cmd_profile_cpu(args) -> int:
     from .profiling.explain import ChapterTable, chapter_table, format_chapter_table
+    from .profiling.predict import predict_variant_or_none
     from .progress import progress
+    gpu = _predicted_gpu(None)
     plan = [(chapter, _variant_names(chapter, args.variants)) for chapter in _chapters(args.chapter)]
     with progress(sum(len(names) for _, names in plan), "pmpp profile --cpu") as bar:
         for chapter, names in plan:
@@ -390,10 +392,14 @@ def cmd_profile_cpu(args) -> int:
             for name in names:
                 bar.note(f"{chapter.name}/{name}")
                 rows += chapter_table(chapter, [name])
+                if rows and rows[-1]["variant"] == name:
+                    rows[-1]["predicted"] = predict_variant_or_none(chapter, name, gpu)
                 bar.advance()
             bar.print(format_chapter_table(rows))
     print("\nCounters are Nsight Compute's, counted by the CPU engine for one launch of each variant (the sum "
-          "over its launches); occupancy is theoretical, from the kernel's registers and shared memory.")
+          "over its launches); occupancy is theoretical, from the kernel's registers and shared memory. "
+          f"pred. {gpu} us: the time pmpp's model predicts at the chapter's GPU size, and the resource that bounds "
+          "it (pmpp.predict; docs/predicted.md).")
     return 0
 
 
@@ -481,15 +487,24 @@ def cmd_grade(args) -> int:
         return _grade_for_platforms(args)
     if one_file and not (args.csv or args.feedback or args.leaderboard):
         return grade_main(args.exercise, (args.submissions or [None])[0], json_out=args.json,
-                          timeout=args.timeout, seed=args.seed, quiet=args.quiet)
+                          timeout=args.timeout, seed=args.seed, quiet=args.quiet, predict=_grade_predictor())
     return class_main(args)
+
+
+def _grade_predictor():
+    """What `pmpp grade` predicts a passing submission's GPU time with, on a machine without a GPU:
+    the time model on the GPU $PMPP_TARGET names, else the H100."""
+    from .profiling.predict import predict_variant
+    gpu = _predicted_gpu(None)
+    return lambda chapter, variant, path, timeout: predict_variant(chapter, variant, gpu, path=path, timeout=timeout)
 
 
 def _grade_for_platforms(args) -> int:
     from .course.autograders import gradescope_results, prairielearn_results, write_json
     from .backends import gpu_available
     from .course.grading import grade
-    report = grade(args.exercise, (args.submissions or [None])[0], timeout=args.timeout, seed=args.seed)
+    report = grade(args.exercise, (args.submissions or [None])[0], timeout=args.timeout, seed=args.seed,
+                   predict=_grade_predictor())
     print(report)
     gpu = gpu_available()
     if args.gradescope:

@@ -60,6 +60,11 @@ class GradeReport:
     gpu_time_us: float | None = None
     reference_time_us: float | None = None
     gpu: str = ""                # the GPU that timed it, if one did
+    # without a GPU: the time pmpp's model predicts from the CPU engine's counts (pmpp.predict)
+    predicted_us: float | None = None
+    predicted_reference_us: float | None = None
+    predicted_bound: str = ""
+    predicted_gpu: str = ""
 
     @property
     def passed(self) -> bool:
@@ -94,6 +99,11 @@ class GradeReport:
             ref = (f", reference solution {self.reference_time_us:.1f} us"
                    if self.reference_time_us else "")
             lines.append(f"  GPU time {self.gpu_time_us:.1f} us{ref}")
+        if self.predicted_us is not None:
+            ref = (f", reference solution {self.predicted_reference_us:.1f} us"
+                   if self.predicted_reference_us else "")
+            lines.append(f"  predicted {self.predicted_gpu} time {self.predicted_us:.1f} us, bound by "
+                         f"{self.predicted_bound}{ref} (pmpp.predict, from the CPU engine's counts: not graded)")
         return "\n".join(lines)
 
 
@@ -171,10 +181,12 @@ def _sizes(chapter, seed: int) -> tuple:
 
 
 def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None,
-          student: str | None = None, progress=None, missing: str | None = None) -> GradeReport:
+          student: str | None = None, progress=None, missing: str | None = None, predict=None) -> GradeReport:
     """Grade a submission — ``path``, relative to the current folder (default: the exercise's
     own kernel file) — and return the report. ``progress(check)`` is called after each check.
-    ``missing``: there is no submission, for this reason (every check fails with it)."""
+    ``missing``: there is no submission, for this reason (every check fails with it).
+    ``predict(chapter, variant, path, timeout)``: on a machine without a GPU, the predicted GPU time
+    of a submission that passed, and of the reference solution, shown beside the verdict."""
     ex = find(exercise)
     if not path and not missing and os.environ.get(SUBMISSION_ENV):
         path, missing = find_submitted(Path(os.environ[SUBMISSION_ENV]), ex.path.name)
@@ -209,6 +221,8 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
             report.checks.append(check)
             if progress:
                 progress(check)
+        if predict is not None and report.passed and not gpu_available():
+            _predict_times(report, chapter, variant, submission, ex, timeout, predict)
     report.contained = str(box)
     if report.passed and gpu_available():
         _time_on_gpu(report, chapter, variant, submission, ex, seed)
@@ -336,6 +350,22 @@ class _OverBound(AssertionError):
         self.value = value
 
 
+def _predict_times(report, chapter, variant, submission, ex, timeout, predict):
+    """Without a GPU: the submission's predicted GPU time beside the reference solution's, from
+    ``predict(chapter, variant, path, timeout)`` (pmpp.profiling.predict, which the command line
+    passes in), at the chapter's GPU size; nothing where the model cannot count it. Shown, not graded."""
+    try:
+        mine = predict(chapter, variant, submission, timeout)
+    except Exception:            # the checks passed at their sizes; a count that fails says nothing more
+        return
+    report.predicted_us, report.predicted_bound, report.predicted_gpu = mine.time_us, mine.bound, mine.gpu
+    if STUB_MARK not in ex.path.read_text() and submission != ex.path.resolve():
+        try:
+            report.predicted_reference_us = predict(chapter, variant, ex.path, timeout).time_us
+        except Exception:
+            pass
+
+
 def _time_on_gpu(report, chapter, variant, submission, ex, seed):
     """The submission's GPU time beside the reference solution's. A time below what the problem's
     bytes need at the GPU's peak bandwidth is a measurement error (a launch that did nothing,
@@ -393,7 +423,7 @@ def containment() -> str:
 # The command
 
 def grade_main(exercise: str, path, json_out=None, timeout=DEFAULT_TIMEOUT, seed=None,
-               quiet=False) -> int:
+               quiet=False, predict=None) -> int:
     """``pmpp grade EXERCISE [FILE]``: print the verdict (each check as it finishes, on standard
     error, unless ``quiet``), write JSON if asked; 0 if it passed."""
     import sys
@@ -406,7 +436,7 @@ def grade_main(exercise: str, path, json_out=None, timeout=DEFAULT_TIMEOUT, seed
             print(f"\r  grading: {len(done)} checks run, {done.count(False)} failed", end="", file=sys.stderr,
                   flush=True)
 
-    report = grade(exercise, path, timeout=timeout, seed=seed, progress=show)
+    report = grade(exercise, path, timeout=timeout, seed=seed, progress=show, predict=predict)
     if live:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     print(report)

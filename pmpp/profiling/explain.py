@@ -18,15 +18,16 @@ from .ncu import SEED
 
 
 def count_variant(chapter, variant, problem: Mapping[str, Any] | None = None, *, seed: int = SEED,
-                  gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0)) -> Counters:
+                  gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), path=None, timeout=None) -> Counters:
     """The counters of one run of ``variant`` (all its launches added up) on the CPU engine. The
     same run asked for again (a chapter table, then the bytes three ways) is counted once: the
-    result is kept with the count build of the variant's file."""
+    result is kept with the count build of the variant's file. ``path``: another file standing in
+    for the variant's (a student's); ``timeout``: seconds a launch may take."""
     from .. import runner
     variant = chapter.variant(variant) if isinstance(variant, str) else variant
     problem = runner.problem_for(variant, problem or chapter.problems["cpu"])
-    plain = runner.load_variant(chapter, variant, backend="cpu")
-    module = counting_module(plain, gpu=gpu, sample_warp=sample_warp)
+    plain = runner.load_variant(chapter, variant, backend="cpu", path=path, timeout=timeout)
+    module = counting_module(plain, gpu=gpu, sample_warp=sample_warp, timeout=timeout)
     counted = module.__dict__.setdefault("counted_runs", {})
     key = (variant.name, repr(sorted(problem.items())), seed, tuple(sample_warp))
     if key not in counted:
@@ -117,6 +118,12 @@ def _cells(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]
     body = [[r["variant"], _req(r, "ld"), _req(r, "st"), _num(r["shared_wavefronts_per_request"]),
              f"{int(r['bank_conflicts']):,}", f"{r['active_lanes']:.1f}", f"{int(r['atomics']):,}",
              *(_occ_text(r["occupancy_" + g]) for g in gpus)] for r in rows]
+    predicted = next((r["predicted"] for r in rows if r.get("predicted")), None)
+    if predicted is not None:      # pmpp.profiling.predict's time at the GPU size, where asked for
+        head += [f"pred. {predicted.gpu} us", "bound by"]
+        for cells, r in zip(body, rows):
+            p = r.get("predicted")
+            cells += [f"{p.time_us:,.1f}", p.bound] if p else ["-", "-"]
     return head, body
 
 

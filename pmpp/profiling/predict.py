@@ -33,15 +33,14 @@ __all__ = ["CONSTANTS", "Prediction", "predict", "predict_counts", "predict_vari
 # The model's constants that no data sheet gives, each fitted on the H100's recordings only
 # (pmpp.profiling.predict_validation fits them; the H200 then tests them unchanged).
 CONSTANTS = {
-    "launch_us": 2.0,              # a launch's fixed cost, back to back under CUDA events
-    "latency_ns": 700.0,           # a global load's latency under load, DRAM to registers
-    "instructions_per_block": 6.0,  # SASS warp instructions per warp-level basic block
+    "launch_us": 3.0,              # a launch's fixed cost, back to back under CUDA events
+    "latency_ns": 500.0,           # a global load's latency under load, DRAM to registers
+    "instructions_per_block": 2.0,  # SASS warp instructions per warp-level basic block, beyond loads and stores
     "atomic_ns": 2.0,              # one more update of the same address by an atomic, at L2
-    "l2_bytes_per_clock": 64.0,    # L2 to the SMs, per SM per clock
-    "barrier_ns": 500.0,           # one step between two __syncthreads() of a block, waited out
-    "loads_in_flight": 2.0,        # independent global loads a warp has on their way at most
-    "dram_efficiency": 0.89,       # a copy's bandwidth / the data sheet's (H100 0.894, H200 0.878)
+    "l2_bytes_per_clock": 48.0,    # L2 to the SMs, bytes per SM per clock
+    "barrier_ns": 250.0,           # one step between two __syncthreads() of a block, waited out
 }
+DRAM_EFFICIENCY = 0.89             # a copy's bandwidth / the data sheet's: H100 0.894, H200 0.878 (results/)
 SECTORS_PER_CLOCK = 4              # L1: 128 bytes per clock per SM
 WAVEFRONTS_PER_CLOCK = 1           # shared memory: 32 banks x 4 bytes per clock per SM
 ISSUE_PER_CLOCK = 4                # one warp instruction per scheduler, 4 schedulers per SM
@@ -146,17 +145,15 @@ def resource_times(load: Load, spec: GPUSpec, occupancy: float | None, k: Mappin
     sms = max(1.0, min(spec.sm_count, per_launch_blocks))             # SMs the grid keeps busy
     resident = min(load.warps / max(load.launches, 1),
                    spec.sm_count * spec.max_warps_per_sm * (1.0 if occupancy is None else occupancy))
-    # a warp has its independent loads on their way at once: all of them, up to a few
     bytes_per_load = 32 * load.load_sectors / load.loads if load.loads else 0.0
-    loads_per_warp = min(load.loads / load.warps if load.warps else 0.0, k["loads_in_flight"])
-    in_flight = max(resident, 1.0) * bytes_per_load * max(loads_per_warp, 1.0)   # bytes on their way
+    in_flight = max(resident, 1.0) * bytes_per_load       # bytes on their way: a load per resident warp
     instructions = load.basic_blocks * k["instructions_per_block"] + load.requests + load.shared_instructions
     warps_per_block = load.warps / load.blocks if load.blocks else 1.0
     blocks_per_sm = max(1.0, spec.max_warps_per_sm * (1.0 if occupancy is None else occupancy) / warps_per_block)
     waves = load.blocks / (spec.sm_count * blocks_per_sm)
     steps = load.barriers / load.warps if load.warps else 0.0       # barriers each block passes
     seconds = {
-        "DRAM": load.dram_bytes / (spec.dram_gbs * 1e9 * k["dram_efficiency"]),
+        "DRAM": load.dram_bytes / (spec.dram_gbs * 1e9 * DRAM_EFFICIENCY),
         "latency": load.dram_bytes * k["latency_ns"] * 1e-9 / in_flight if in_flight else 0.0,
         "L2": 32 * load.sectors / (k["l2_bytes_per_clock"] * spec.sm_count * clock),
         "L1": load.sectors / (SECTORS_PER_CLOCK * sms * clock),
@@ -207,16 +204,26 @@ def counted_sizes(chapter, problem: Mapping[str, Any], model) -> tuple[dict, dic
 
 
 def predict_variant(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU, problem: Mapping[str, Any] | None = None,
-                    *, constants: Mapping[str, float] | None = None) -> Prediction:
+                    *, constants: Mapping[str, float] | None = None, path=None, timeout=None) -> Prediction:
     """The predicted time of one run of ``variant`` at ``problem`` (default: the chapter's GPU
-    problem) on ``gpu``, from counts at two smaller sizes scaled along their line."""
+    problem) on ``gpu``, from counts at two smaller sizes scaled along their line. ``path``: a
+    file standing in for the variant's (a student's submission); ``timeout``: seconds a launch may take."""
     spec = gpu_spec(gpu)
-    load, occ, note = variant_load(chapter, variant, spec, problem, with_note=True)
+    load, occ, note = variant_load(chapter, variant, spec, problem, with_note=True, path=path, timeout=timeout)
     return predict_counts(load, spec, occupancy=occ, constants=constants, note=note)
 
 
+def predict_variant_or_none(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU) -> Prediction | None:
+    """:func:`predict_variant` at the chapter's GPU size, or None where the engine refuses to count
+    the variant (a race it reports, a feature it lacks): a table's cell left empty."""
+    try:
+        return predict_variant(chapter, variant, gpu)
+    except Exception:
+        return None
+
+
 def variant_load(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU, problem: Mapping[str, Any] | None = None,
-                 *, with_note: bool = False):
+                 *, with_note: bool = False, path=None, timeout=None):
     """(:class:`Load` of one run of ``variant`` at ``problem``, its occupancy on ``gpu``): counted
     at two sizes the engine runs quickly (:func:`counted_sizes`), scaled along their line."""
     from .. import runner
@@ -225,12 +232,12 @@ def variant_load(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU, problem: Ma
     variant = chapter.variant(variant) if isinstance(variant, str) else variant
     target = runner.problem_for(variant, problem or chapter.problems["gpu"])
     big, small = (runner.problem_for(variant, p) for p in counted_sizes(chapter, target, variant.model(target)))
-    counted_big, counted_small = count_variant(chapter, variant, big), count_variant(chapter, variant, small)
+    counted_big, counted_small = (count_variant(chapter, variant, p, path=path, timeout=timeout) for p in (big, small))
     x_big, x_small, x = (_size(variant.model(p)) for p in (big, small, target))
     load = Load.of(counted_big)
     if x_big != x_small:
         load = load.scaled(Load.of(counted_small), x_big, x_small, x)
-    occ = _variant_occupancy(chapter, variant, counted_big, spec)
+    occ = _variant_occupancy(chapter, variant, counted_big, spec, path)
     if not with_note:
         return load, occ
     note = (f"counted at {chapter.describe(big)} and {chapter.describe(small)}, scaled to "
@@ -242,11 +249,11 @@ def _size(model) -> float:
     return model.bytes or model.flops
 
 
-def _variant_occupancy(chapter, variant, counted: Counters, spec: GPUSpec) -> float | None:
+def _variant_occupancy(chapter, variant, counted: Counters, spec: GPUSpec, path=None) -> float | None:
     """Occupancy of the variant's launch that has the most blocks."""
     from .. import runner
     name, grid, block, shared = max(counted.kernels, key=lambda k: math.prod(_dims(k[1])))
-    module = runner.load_variant(chapter, variant, backend="cpu")
+    module = runner.load_variant(chapter, variant, backend="cpu", path=path)
     return _occupancy_of(module.get_function(name), block, shared, spec)
 
 
@@ -267,9 +274,8 @@ def add_predictions(chapter, entries: list[dict], gpu: str | GPUSpec = DEFAULT_G
         variant = by_name.get(entry["name"])
         if entry["kind"] != "variant" or entry.get("skipped") or variant is None or variant.gpu_only:
             continue
-        try:
-            p = predict_variant(chapter, variant, spec)
-        except Exception:            # the engine refuses to count it (a reported race): no prediction
+        p = predict_variant_or_none(chapter, variant, spec)
+        if p is None:
             continue
         entry.update(predicted_us=p.time_us, predicted_bound=p.bound, predicted_gpu=spec.name)
     return (f"pred. {spec.name} us: the time pmpp's model predicts for one run at the chapter's GPU size on an "

@@ -89,3 +89,6 @@ extern "C" __global__ void dot_block_reduce(const float *x, const float *y, floa
     }
     if (threadIdx.x == 0) atomicAdd(result, partial[0]);
 }
+
+// Nothing: what a launch costs by itself.
+extern "C" __global__ void empty() {}

@@ -45,6 +45,7 @@ def _blocks(n: int, per: int) -> int:
 
 
 CASES = (
+    Case("empty", "empty", (1,), (32,), lambda xp, rng: (), "a launch that does nothing: its fixed cost"),
     Case("saxpy", "saxpy", (_blocks(N, 256),), (256,),
          lambda xp, rng: (_floats(xp, rng, N), _floats(xp, rng, N), np.float32(2.0), np.uint32(N)),
          "y = a x + y, coalesced"),

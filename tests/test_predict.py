@@ -1,0 +1,197 @@
+"""The time model (pmpp.profiling.predict): its arithmetic, any kernel, workbook variants, and the
+report that holds it against two GPUs' recordings (docs/predicted.md)."""
+import re
+
+import numpy as np
+import pytest
+
+import pmpp
+from pmpp import chapters
+from pmpp.gpus import GPUS
+from pmpp.profiling import predict as model
+from pmpp.profiling import predict_cases, predict_validation
+
+H100 = GPUS["H100"]
+NOTHING = dict(launches=1, blocks=132 * 16, warps=132 * 64, requests=0, loads=0, load_sectors=0, sectors=0,
+               dram_bytes=0, shared_wavefronts=0, shared_instructions=0, basic_blocks=0, atomic_max_updates=0,
+               barriers=0)
+
+
+def test_every_gpu_of_the_table_has_what_the_model_needs():
+    for spec in GPUS.values():
+        assert spec.clock_mhz > 500 and spec.dram_gbs > 100 and spec.l2_bytes >= 4 * 2 ** 20, spec.name
+
+
+def test_a_launch_that_only_moves_bytes_takes_them_over_the_copy_bandwidth():
+    load = model.Load(**{**NOTHING, "dram_bytes": 1e9, "loads": 1e6, "load_sectors": 16e6, "requests": 1e6,
+                         "sectors": 16e6})
+    p = model.predict_counts(load, "H100")
+    dram_us = 1e9 / (H100.dram_gbs * 1e9 * model.DRAM_EFFICIENCY) * 1e6
+    assert p.bound == "DRAM"
+    assert p.time_us == pytest.approx(dram_us + model.CONSTANTS["launch_us"])
+    # the same bytes on the H200: its faster memory, the same constants
+    assert model.predict_counts(load, "H200").terms["DRAM"] == pytest.approx(dram_us * 3352 / 4814)
+
+
+def test_bank_conflicts_make_shared_memory_the_bound():
+    load = model.Load(**{**NOTHING, "shared_wavefronts": 32 * 1e7, "shared_instructions": 1e7})
+    p = model.predict_counts(load, "H100")
+    assert p.bound == "shared memory"
+    assert p.terms["shared memory"] == pytest.approx(32e7 / (H100.sm_count * H100.clock_mhz * 1e6) * 1e6)
+
+
+def test_few_resident_warps_make_latency_the_bound():
+    bytes_ = 1e9
+    # 16 bytes per lane: 512 bytes on their way per warp, enough at full occupancy to keep DRAM busy
+    full = model.Load(**{**NOTHING, "dram_bytes": bytes_, "loads": bytes_ / 512, "load_sectors": bytes_ / 32,
+                         "requests": bytes_ / 512, "sectors": bytes_ / 32})
+    assert model.predict_counts(full, "H100").bound == "DRAM"
+    starved = model.predict_counts(full, "H100", occupancy=0.0625)     # 4 warps of 64 per SM
+    assert starved.bound == "latency" and starved.time_us > model.predict_counts(full, "H100").time_us
+
+
+def test_counts_scale_along_the_line_through_two_sizes():
+    small = model.Load(**{**NOTHING, "dram_bytes": 110.0, "blocks": 10, "barriers": 7})
+    big = model.Load(**{**NOTHING, "dram_bytes": 210.0, "blocks": 20, "barriers": 7})
+    scaled = big.scaled(small, 2.0, 1.0, 10.0)
+    assert scaled.dram_bytes == pytest.approx(1010.0)      # 10 + 100 per unit of size
+    assert scaled.blocks == pytest.approx(100.0)
+    assert scaled.barriers == 7                             # does not grow with the size: kept
+
+
+def test_unknown_gpu_names_the_known_ones():
+    with pytest.raises(ValueError, match="H200"):
+        model.predict_counts(model.Load(**NOTHING), "V100")
+
+
+def test_predict_takes_a_kernel_from_pmpp_load():
+    with pytest.raises(TypeError, match="pmpp.load"):
+        pmpp.predict(lambda: None, (1,), (32,), ())
+
+
+# ---------------------------------------------------------------------------------------------
+# Any kernel: the kernels outside the workbook, at a size the test affords
+
+def _predicted(name, n, gpu="H100"):
+    module = predict_cases.load("cpu")
+    rng = np.random.default_rng(0)
+    args = {"saxpy": lambda: (rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32), np.float32(2),
+                              np.uint32(n)),
+            "strided_copy": lambda: (rng.random(2 * n, dtype=np.float32), np.zeros(n, np.float32), np.uint32(n)),
+            }[name]()
+    return pmpp.predict(module.get_function(name), ((n + 255) // 256,), (256,), args, gpu=gpu)
+
+
+def test_predict_any_kernel_says_what_bounds_it():
+    p = _predicted("saxpy", 1 << 20)
+    assert p.time_us > 2 * model.CONSTANTS["launch_us"] and p.bound in model.RESOURCES
+    assert "predicted" in str(p) and "H100" in str(p)
+
+
+def test_wasted_sectors_cost_time():
+    # strided_copy reads every second float: per element moved, more DRAM and L2 traffic than saxpy's
+    strided, dense = _predicted("strided_copy", 1 << 18), _predicted("saxpy", 1 << 18)
+    assert strided.terms["L2"] / (1 << 18) > dense.terms["L2"] / (1 << 18) / 3 * 2
+
+
+def test_transpose_through_a_padded_tile_predicts_fewer_shared_wavefronts():
+    module = predict_cases.load("cpu")
+    side = 256
+    a = np.random.default_rng(1).random(side * side, dtype=np.float32)
+
+    def shared_us(name):
+        return pmpp.predict(module.get_function(name), (side // 32, side // 32), (32, 8),
+                            (a, np.zeros_like(a), np.uint32(side))).terms["shared memory"]
+    assert shared_us("transpose_tiled_conflicts") > 5 * shared_us("transpose_tiled")
+
+
+# ---------------------------------------------------------------------------------------------
+# Workbook variants at their GPU size
+
+def test_the_coarsened_reduction_is_predicted_faster_than_the_divergent_one():
+    reduction = chapters.get("reduction")
+    simple = model.predict_variant(reduction, "01_simple", "H100")
+    coarsened = model.predict_variant(reduction, "05_coarsened", "H100")
+    assert coarsened.time_us < simple.time_us / 2
+    assert "scaled to n=268435456" in coarsened.note
+
+
+def test_every_chapter_shrinks_its_gpu_problem_keeping_its_parameters():
+    for name in chapters.names():
+        chapter = chapters.get(name)
+        gpu = chapter.problems["gpu"]
+        work = chapter.variants[0].model(gpu).bytes
+        smaller = chapter.shrink(gpu, 64)
+        assert set(smaller) == set(gpu), name
+        ratio = work / chapter.variants[0].model(smaller).bytes
+        assert 16 <= ratio <= 256, (name, ratio)
+
+
+def test_run_on_the_cpu_engine_prints_the_predicted_gpu_time(capsys, monkeypatch):
+    from pmpp.cli import main
+    monkeypatch.delenv("PMPP_TARGET", raising=False)
+    assert main(["run", "reduction", "--backend", "cpu", "--n", "5000", "--variants", "05"]) == 0
+    out = capsys.readouterr().out
+    assert "pred. H100 us" in out and "bound by" in out
+    row = next(line for line in out.splitlines() if line.startswith("05_coarsened"))
+    assert re.search(r"\d+\.\d\s+(DRAM|latency|L2|L1|shared memory|issue|atomics|barriers|launch)\s*$", row)
+    assert main(["run", "reduction", "--backend", "cpu", "--n", "5000", "--variants", "05", "--predict", "T4"]) == 0
+    assert "pred. T4 us" in capsys.readouterr().out
+    assert main(["run", "reduction", "--backend", "cpu", "--n", "5000", "--variants", "05", "--predict", "none"]) == 0
+    assert "pred." not in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+def _report_rows():
+    text = predict_validation.REPORT.read_text()
+    section = text.split("## Every variant", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    header = [c.strip("| ") for c in rows[0]]
+    return [dict(zip(header, (c.strip("| ") for c in row))) for row in rows[1:]], text
+
+
+def test_report_shows_every_recorded_variant_with_its_recorded_time():
+    rows, _ = _report_rows()
+    by_key = {(r["chapter"], r["variant"]): r for r in rows}
+    for device, gpu in predict_validation.GPUS.items():
+        recorded = predict_validation.recorded_rows(device)
+        assert recorded
+        for item in recorded:
+            variant = chapters.get(item["chapter"]).variant(item["row"]["name"])
+            if variant.gpu_only:
+                continue
+            row = by_key[(item["chapter"], variant.name)]
+            assert float(row[f"{gpu} recorded us"].replace(",", "")) == pytest.approx(item["row"]["median_us"], rel=1e-3, abs=0.051)
+
+
+def test_report_states_the_constants_the_model_uses():
+    _, text = _report_rows()
+    for name, value in model.CONSTANTS.items():
+        assert f"| `{name}` | {value:g} |" in text
+
+
+@pytest.mark.slow
+def test_report_predictions_are_current_for_the_reduction_chapter():
+    rows, _ = _report_rows()
+    reported = {r["variant"]: r for r in rows if r["chapter"] == "reduction"}
+    for device, gpu in predict_validation.GPUS.items():
+        found = [f for f in predict_validation.loads(device) if f["chapter"] == "reduction"]
+        for row in predict_validation.rows_for(found, gpu):
+            value = float(reported[row["variant"]][f"{gpu} predicted us"].replace(",", ""))
+            assert row["predicted_us"] == pytest.approx(value, rel=0.05), (gpu, row["variant"])
+
+
+@pytest.mark.skipif(pmpp.gpu_available(), reason="the prediction stands in for a GPU's time where there is none")
+def test_grade_shows_a_passing_submissions_predicted_time_beside_the_reference(tmp_path):
+    from pmpp.course.grading import grade
+    from pmpp.source import kernels_dir
+    mine = tmp_path / "03_packed.cu"
+    mine.write_text((kernels_dir() / "elementwise" / "03_packed.cu").read_text().replace("float4", "float4 "))
+    predict = lambda chapter, variant, path, timeout: model.predict_variant(chapter, variant, "T4", path=path)
+    report = grade("elementwise/03_packed", mine, seed=1, predict=predict)
+    assert report.passed and report.predicted_gpu == "T4"
+    assert report.predicted_us == pytest.approx(report.predicted_reference_us, rel=0.01)
+    assert "predicted T4 time" in str(report) and "not graded" in str(report)
+    assert grade("elementwise/03_packed", mine, seed=1).predicted_us is None      # not asked for
