@@ -7,13 +7,14 @@
 
 The launch runs once on the CPU engine, counted (:mod:`pmpp.counters`). Each count becomes the time
 one resource of the GPU needs for it, from the GPU's data sheet (:data:`pmpp.gpus.GPUS`): DRAM
-bytes over DRAM bandwidth, global sectors over the L1's 4 sectors per clock, shared-memory
-wavefronts over one per clock, warp instructions over 4 issued per clock, updates of one address
-by atomics one after another; the SMs are those the grid fills. The launch takes as long as the
-slowest resource, and at least as long as its DRAM bytes take with the warps it keeps resident
-(occupancy) each waiting a memory latency per request. Four constants are not on a data sheet:
-:data:`CONSTANTS`, fitted once on the H100's recordings and held on the H200's (the README of the
-CPU engine says how, and what the model cannot see).
+bytes over DRAM bandwidth, global sectors through L2 and over the L1's 4 sectors per clock,
+shared-memory wavefronts over one per clock, warp instructions over 4 issued per clock, updates of
+one address by atomics one after another, a block's barrier steps; the SMs are those the grid
+fills. The launch takes as long as the slowest resource, and at least as long as its DRAM bytes
+take with the warps it keeps resident (occupancy) each waiting a memory latency per load, plus a
+launch's fixed cost. What no data sheet gives is in :data:`CONSTANTS`: the fixed cost measured (an
+empty launch on the H200), the others fitted once on the H100's recordings and held unchanged on
+the H200's (the CPU engine's README says how, and what the model cannot see).
 
 :func:`predict_variant` predicts a workbook variant at its chapter's GPU size: it counts the
 variant at two sizes small enough for the engine (the chapter's ``shrink``) and scales each count
@@ -30,10 +31,10 @@ from ..gpus import GPUSpec, gpu_spec
 
 __all__ = ["CONSTANTS", "Prediction", "predict", "predict_counts", "predict_variant", "Load"]
 
-# The model's constants that no data sheet gives, each fitted on the H100's recordings only
-# (pmpp.profiling.predict_validation fits them; the H200 then tests them unchanged).
+# The model's constants that no data sheet gives: the launch's cost measured, the others fitted on
+# the H100's recordings only (pmpp.profiling.predict_validation.fit; the H200 then tests them unchanged).
 CONSTANTS = {
-    "launch_us": 3.0,              # a launch's fixed cost, back to back under CUDA events
+    "launch_us": 2.7,              # a launch's fixed cost: an empty kernel timed as the workbook times, H200 (results/predict/)
     "latency_ns": 500.0,           # a global load's latency under load, DRAM to registers
     "instructions_per_block": 2.0,  # SASS warp instructions per warp-level basic block, beyond loads and stores
     "atomic_ns": 2.0,              # one more update of the same address by an atomic, at L2
