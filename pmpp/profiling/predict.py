@@ -7,7 +7,7 @@
 
 The launch runs once on the CPU engine, counted (:mod:`pmpp.counters`). Each count becomes the time
 one resource of the GPU needs for it, from the GPU's data sheet (:data:`pmpp.gpus.GPUS`): DRAM
-bytes over DRAM bandwidth, global sectors through L2 and over the L1's 4 sectors per clock,
+bytes over DRAM bandwidth, global sectors over the L1's 4 sectors per clock,
 shared-memory wavefronts over one per clock, warp instructions over 4 issued per clock, updates of
 one address by atomics one after another, a block's barrier steps; the SMs are those the grid
 fills. The launch takes as long as the slowest resource, and at least as long as its DRAM bytes
@@ -35,18 +35,18 @@ __all__ = ["CONSTANTS", "Prediction", "predict", "predict_counts", "predict_vari
 # the H100's recordings only (pmpp.profiling.predict_validation.fit; the H200 then tests them unchanged).
 CONSTANTS = {
     "launch_us": 2.7,              # a launch's fixed cost: an empty kernel timed as the workbook times, H200 (results/predict/)
-    "latency_ns": 500.0,           # a global load's latency under load, DRAM to registers
-    "instructions_per_block": 2.0,  # SASS warp instructions per warp-level basic block, beyond loads and stores
-    "atomic_ns": 2.0,              # one more update of the same address by an atomic, at L2
-    "l2_bytes_per_clock": 48.0,    # L2 to the SMs, bytes per SM per clock
-    "barrier_ns": 250.0,           # one step between two __syncthreads() of a block, waited out
+    "latency_ns": 400.0,           # a global load's latency under load, DRAM to registers
+    "instructions_per_block": 0.75,  # SASS warp instructions per warp-level basic block, beyond loads and stores
+    "atomic_ns": 1.0,              # one more update of the same address by an atomic, at L2
+    "barrier_ns": 100.0,           # one step between two __syncthreads() of a block, waited out
+    "overlap": 0.5,                # the other resources' share that the slowest one does not hide
 }
 DRAM_EFFICIENCY = 0.89             # a copy's bandwidth / the data sheet's: H100 0.894, H200 0.878 (results/)
 SECTORS_PER_CLOCK = 4              # L1: 128 bytes per clock per SM
 WAVEFRONTS_PER_CLOCK = 1           # shared memory: 32 banks x 4 bytes per clock per SM
 ISSUE_PER_CLOCK = 4                # one warp instruction per scheduler, 4 schedulers per SM
 
-RESOURCES = ("DRAM", "latency", "L2", "L1", "shared memory", "issue", "atomics", "barriers")
+RESOURCES = ("DRAM", "latency", "L1", "shared memory", "issue", "atomics", "barriers")
 GLOBAL = ("ld", "st", "atom")
 
 
@@ -134,9 +134,15 @@ def predict_counts(load: Load | Counters, gpu: str | GPUSpec = DEFAULT_GPU, *, o
     terms = resource_times(load, spec, occupancy, k)
     launch_us = load.launches * k["launch_us"]
     bound = max(terms, key=terms.get)
-    busy = terms[bound]
-    return Prediction(busy + launch_us, bound if busy >= launch_us else "launch", spec.name,
+    busy = terms[bound] + k["overlap"] * (_summed(terms) - terms[bound])
+    return Prediction(busy + launch_us, bound if terms[bound] >= launch_us else "launch", spec.name,
                       {**terms, "launch": launch_us}, occupancy, load.launches, note)
+
+
+def _summed(terms: Mapping[str, float]) -> float:
+    """The resources' times added up, DRAM's bytes once (as DRAM's time or its latency's)."""
+    memory = max(terms["DRAM"], terms["latency"])
+    return memory + sum(v for k, v in terms.items() if k not in ("DRAM", "latency"))
 
 
 def resource_times(load: Load, spec: GPUSpec, occupancy: float | None, k: Mapping[str, float]) -> dict[str, float]:
@@ -156,7 +162,6 @@ def resource_times(load: Load, spec: GPUSpec, occupancy: float | None, k: Mappin
     seconds = {
         "DRAM": load.dram_bytes / (spec.dram_gbs * 1e9 * DRAM_EFFICIENCY),
         "latency": load.dram_bytes * k["latency_ns"] * 1e-9 / in_flight if in_flight else 0.0,
-        "L2": 32 * load.sectors / (k["l2_bytes_per_clock"] * spec.sm_count * clock),
         "L1": load.sectors / (SECTORS_PER_CLOCK * sms * clock),
         "shared memory": load.shared_wavefronts / (WAVEFRONTS_PER_CLOCK * sms * clock),
         "issue": instructions / (ISSUE_PER_CLOCK * sms * clock),

@@ -120,10 +120,10 @@ def fit(found: Sequence[dict], gpu: str = FIT_ON, grid: Mapping[str, Sequence[fl
 
 FIT_GRID = {
     "latency_ns": (300.0, 400.0, 500.0, 600.0, 800.0),
-    "instructions_per_block": (2.0, 3.0, 4.0, 6.0),
+    "instructions_per_block": (0.5, 0.75, 1.0, 1.5, 2.0, 3.0),
     "atomic_ns": (0.5, 1.0, 2.0, 4.0),
-    "l2_bytes_per_clock": (32.0, 48.0, 64.0, 96.0),
-    "barrier_ns": (100.0, 250.0, 500.0),
+    "barrier_ns": (25.0, 50.0, 100.0, 250.0, 500.0),
+    "overlap": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0),
 }
 
 
@@ -161,7 +161,7 @@ NCU_UNITS = {"DRAM": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
              "L1": "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
              "SM": "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
 # the model's resources as the unit Nsight Compute would see busiest (latency: any memory unit)
-AS_NCU_UNIT = {"DRAM": "DRAM", "latency": "DRAM", "L2": "L2", "L1": "L1", "shared memory": "L1",
+AS_NCU_UNIT = {"DRAM": "DRAM", "latency": "DRAM", "L1": "L1", "shared memory": "L1",
                "issue": "SM", "barriers": "SM", "atomics": "L2", "launch": "SM"}
 
 
