@@ -180,17 +180,22 @@ class Lab:
             return None
 
     def measure_here(self, names: Sequence[str]) -> list[dict]:
-        """Check and time ``names`` on this machine's backend; print the table and what it means."""
+        """Check and time ``names`` on this machine's backend; print the table and what it means. On
+        the CPU engine, each variant's predicted GPU time too, and in a notebook the figure of the
+        predictions beside the recorded times (:meth:`predicted_bars`)."""
         live = runner.measure(self.chapter, variants=tuning.for_this_gpu(self.chapter, names, self.backend))
         if self.backend == "cpu":
+            from .profiling.predict import add_predictions
             print("On the CPU engine: these are CPU times of the CPU size; they check the kernels run and "
-                  "say nothing about a GPU.")
+                  "say nothing about a GPU. " + add_predictions(self.chapter, live))
         else:
             print(f"Measured live on this GPU ({tuning.current_gpu()}):")
             tuned = tuning.describe(self.chapter, [self.chapter.variant(n) for n in names], tuning.current_gpu())
             if tuned:
                 print(tuned)
         print(runner.format_table(live))
+        if self.backend == "cpu" and self.gpus:
+            _display(self.predicted_bars(names))
         return live
 
     # -- both GPUs at once ----------------------------------------------------------------------
@@ -239,6 +244,37 @@ class Lab:
                                title=title or f"{self.chapter.title}: each GPU against its own roof",
                                label=f"recorded with pmpp bench ({labels})")
 
+    def predicted_bars(self, names: Sequence[str], *, key: str | None = None):
+        """:func:`pmpp.plots.predicted_bars`: on every recorded GPU, each name's recorded time beside
+        the time the model predicts for it from the CPU engine's counts (pmpp.predict), the variant
+        built as that GPU's recording built it. Names the engine cannot count get no predicted bar."""
+        from .profiling.predict import predict_variant_or_none
+        recorded, predicted = {}, {}
+        for gpu in self.gpus:
+            recorded[gpu], predicted[gpu] = [], []
+            for name in names:
+                e = self.entry(name, gpu, key=key) if self.has(gpu, name, key=key) else None
+                recorded[gpu].append(e["median_us"] if e else None)
+                variant = self._as_recorded(name, e)
+                p = predict_variant_or_none(self.chapter, variant, short_name(gpu)) if variant else None
+                predicted[gpu].append(p.time_us if p else None)
+        labels = "; ".join(f"{gpu}: {self.runs[gpu][0]['date'][:10]}" for gpu in self.gpus)
+        return plots.predicted_bars(list(names), recorded, predicted,
+                                    title=f"{self.chapter.title}: recorded and predicted at the GPU size",
+                                    label=f"recorded with pmpp bench ({labels}); predicted: pmpp.predict, "
+                                          "docs/predicted.md")
+
+    def _as_recorded(self, name: str, entry: Mapping[str, Any] | None):
+        """The variant ``name`` built as ``entry`` (a recorded row) says, or None for a library routine
+        or a variant only a GPU runs."""
+        try:
+            variant = self.chapter.variant(name)
+        except KeyError:
+            return None
+        config = (entry or {}).get("config")
+        variant = variant.with_defines(**config) if config and config != variant.config() else variant
+        return None if variant.gpu_only else variant
+
     def sweep(self, key: str, *, parameter: str, title: str | None = None, library: str | None = None):
         """:func:`pmpp.plots.sweep` of a recorded parameter sweep (a bench set of configured
         variants, named ``"<variant> PARAMETER=value"``) on every GPU that recorded it."""
@@ -275,6 +311,17 @@ class Lab:
                         longest = max(row["kernels"], key=lambda k: k["metrics"].get("gpu__time_duration.sum", 0))
                         return {"kernel": longest["kernel"], **longest["metrics"]}
         return None
+
+
+def _display(figure) -> None:
+    """Show ``figure`` where a notebook runs this (IPython's display); elsewhere nothing."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(figure)
 
 
 def mnemonics(listing: str) -> list[str]:

@@ -296,6 +296,41 @@ def roof_bars(names: Sequence[str], percents: Mapping[str, Sequence[float | None
     return fig
 
 
+def predicted_bars(names: Sequence[str], recorded: Mapping[str, Sequence[float | None]],
+                   predicted: Mapping[str, Sequence[float | None]], *, title: str, label: str | None = None) -> Figure:
+    """Per name, for each GPU, the recorded time (a solid bar) beside the time the model predicts for
+    it (a hatched bar of the same colour), on a log axis. ``recorded`` and ``predicted``: GPU -> a
+    time in µs per name (None: not recorded, or not predicted)."""
+    gpus = list(dict.fromkeys([*recorded, *predicted]))
+    height = 0.8 / max(2 * len(gpus), 1)
+    fig = Figure(figsize=(8.5, 1.4 + 0.3 * len(names) * max(len(gpus), 1)), layout="constrained")
+    ax = fig.subplots()
+    at = np.arange(len(names))[::-1]
+    bars = [(gpu, kind, values) for gpu in gpus
+            for kind, values in (("recorded", recorded.get(gpu)), ("predicted", predicted.get(gpu))) if values]
+    for k, (gpu, kind, values) in enumerate(bars):
+        y = at + (len(bars) - 1) / 2 * height - k * height
+        for i, value in enumerate(values):
+            if value is None:
+                continue
+            bar = ax.barh(y[i], value, height, color=gpu_color(gpu, gpus.index(gpu)), edgecolor="black",
+                          linewidth=0.5, label=f"{gpu} {kind}" if i == next(j for j, v in enumerate(values) if v) else None)[0]
+            if kind == "predicted":
+                bar.set_hatch("//")
+                bar.set_alpha(0.6)
+            ax.text(value * 1.03, y[i], f"{value:,.0f} µs", va="center", fontsize=7)
+    readable_log_axis(ax, "x")
+    shown = [v for _, _, values in bars for v in values if v]
+    if shown:      # every bar grows from one power of ten, so that lengths compare
+        ax.set_xlim(10 ** np.floor(np.log10(min(shown))), max(shown) * 1.6)
+    ax.set_yticks(at, [wrap_name(n, 28) for n in names], fontsize=9)
+    ax.set_xlabel("time per run, µs (log scale): recorded solid, predicted from the CPU engine's counts hatched")
+    ax.grid(True, axis="x", alpha=0.3)
+    _legend_above(ax, title)
+    _footer(fig, [], label)
+    return fig
+
+
 def sweep(settings: Sequence[str], times: Mapping[str, Sequence[float | None]], *, title: str, xlabel: str,
           spreads: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
           bars: Mapping[str, tuple[str, float]] | None = None, label: str | None = None) -> Figure:

@@ -206,3 +206,18 @@ def test_grade_shows_a_passing_submissions_predicted_time_beside_the_reference(t
     assert report.predicted_us == pytest.approx(report.predicted_reference_us, rel=0.01)
     assert "predicted T4 time" in str(report) and "not graded" in str(report)
     assert grade("elementwise/03_packed", mine, seed=1).predicted_us is None      # not asked for
+
+
+def test_a_notebook_shows_predicted_beside_recorded_bars_on_every_recorded_gpu():
+    from pmpp.lab import Lab
+    lab = Lab(chapters.get("reduction"))
+    names = ["05_coarsened", "15_vectorized", "cub::DeviceReduce"]
+    fig = lab.predicted_bars(names)
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for gpu in lab.gpus:
+        assert f"{gpu} recorded" in legend and f"{gpu} predicted" in legend
+    # two variants predicted and recorded on each GPU, the library routine recorded only
+    recorded = sum(lab.has(gpu, name) for gpu in lab.gpus for name in names)
+    assert len(ax.patches) == recorded + 2 * len(lab.gpus)
+    assert "predicted" in ax.get_xlabel() and ax.get_xscale() == "log"
