@@ -578,17 +578,19 @@ def _source_lines(library, offsets: Iterable[int]) -> dict[int, tuple | None]:
 
 
 def counters(kernel, grid, block, args, shared_mem=0, *, gpu: str = DEFAULT_GPU,
-             sample_warp: tuple = (0, 0)) -> Counters:
+             sample_warp: tuple = (0, 0), serial: bool = False) -> Counters:
     """Launch ``kernel`` (a :class:`pmpp.Function`) once on the CPU engine, counting, and return
     its :class:`Counters`. Arguments are as for calling the kernel; CuPy arrays are copied to the
     host and back. ``sample_warp`` = (block, warp) picks the warp whose accesses are kept for
     the diagrams (linear block index, warp index in the block). ``gpu`` is the GPU the launch is
-    costed for (its SM count is what the module reports, for code that sizes grids from it)."""
+    costed for (its SM count is what the module reports, for code that sizes grids from it).
+    ``serial=True`` runs the blocks one after another on one thread: a block that waits for an
+    earlier one (a look-back) finds it done, so that its polls count the same on every run."""
     from .loader import Function
     if not isinstance(kernel, Function):
         raise TypeError("pmpp.counters takes a kernel from pmpp.load(...).get_function(name), "
                         f"not {type(kernel).__name__}")
-    twin = counting_module(kernel.module, gpu=gpu, sample_warp=sample_warp)
+    twin = counting_module(kernel.module, gpu=gpu, sample_warp=sample_warp, serial=serial)
     host_args, copy_back = _host_arguments(args)
     twin.get_function(kernel.name)(grid, block, host_args, shared_mem=shared_mem)
     for device, host in copy_back:
@@ -610,16 +612,18 @@ def counted_run(module, launch) -> "Counters":
 
 
 def counting_module(module, *, gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), timeout=None,
-                    collect: bool = True):
+                    collect: bool = True, serial: bool = False):
     """The count build of a loaded :class:`pmpp.Module` (the same file, options and defines): a
     module whose every launch leaves its counters in ``last_counters`` and appends them to
     ``launches``, its grids sized for ``gpu``'s SMs. ``timeout``: seconds a launch may take (as
-    :func:`pmpp.load`'s). ``collect=False``: the instrumented code runs, counting nothing."""
+    :func:`pmpp.load`'s). ``collect=False``: the instrumented code runs, counting nothing.
+    ``serial=True``: the blocks run one after another on one thread (the same counts on every run
+    where blocks wait for one another)."""
     from .loader import CountSession, load
     built = load(source=module.source, filename=module.filename, backend="cpu", options=module.options,
                  defines=module.defines, name_expressions=module.name_expressions, count=True,
                  timeout=timeout, strict=module.strict, directory=module.directory)
-    session = CountSession(gpu=gpu, sample_warp=tuple(int(v) for v in sample_warp), collect=collect)
+    session = CountSession(gpu=gpu, sample_warp=tuple(int(v) for v in sample_warp), collect=collect, serial=serial)
     return built.view(counting=session, sm_count=_sm_count(gpu))
 
 

@@ -102,6 +102,9 @@ class CountSession:
     gpu: str = "H100"
     sample_warp: tuple = (0, 0)
     collect: bool = True
+    # the blocks one after another on one OS thread: a block that waits for an earlier one (a
+    # look-back) finds it done, and polls as often on every run (pmpp.predict counts so)
+    serial: bool = False
 
 
 class Module:
@@ -195,7 +198,7 @@ class Function:
             impl.launch(self.name, grid, block, shared_mem, converted, names, writable)
             return
         counts = impl.launch(self.name, grid, block, shared_mem, converted, names, writable,
-                             sample=session.sample_warp if session.collect else None)
+                             sample=(*session.sample_warp, session.serial) if session.collect else None)
         if session.collect:
             from .counters import from_engine
             self.module.launches.append(from_engine(

@@ -221,3 +221,14 @@ def test_a_notebook_shows_predicted_beside_recorded_bars_on_every_recorded_gpu()
     recorded = sum(lab.has(gpu, name) for gpu in lab.gpus for name in names)
     assert len(ax.patches) == recorded + 2 * len(lab.gpus)
     assert "predicted" in ax.get_xlabel() and ax.get_xscale() == "log"
+
+
+def test_serial_counts_of_a_look_back_scan_are_the_same_on_every_run():
+    # blocks one after another: each finds the one before it done, so its polls do not depend on
+    # how the CPU's threads were scheduled (two counts, kept apart by the sampled warp)
+    from pmpp.profiling.explain import count_variant
+    scan = chapters.get("scan")
+    problem = {**scan.problems["cpu"], "n": 1 << 18}
+    first, second = (count_variant(scan, "08_decoupled_lookback", problem, serial=True, sample_warp=(0, w)).metrics()
+                     for w in (0, 1))
+    assert first == second

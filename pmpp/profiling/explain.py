@@ -18,18 +18,20 @@ from .ncu import SEED
 
 
 def count_variant(chapter, variant, problem: Mapping[str, Any] | None = None, *, seed: int = SEED,
-                  gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), path=None, timeout=None) -> Counters:
+                  gpu: str = DEFAULT_GPU, sample_warp: tuple = (0, 0), path=None, timeout=None,
+                  serial: bool = False) -> Counters:
     """The counters of one run of ``variant`` (all its launches added up) on the CPU engine. The
     same run asked for again (a chapter table, then the bytes three ways) is counted once: the
     result is kept with the count build of the variant's file. ``path``: another file standing in
-    for the variant's (a student's); ``timeout``: seconds a launch may take."""
+    for the variant's (a student's); ``timeout``: seconds a launch may take; ``serial``: the blocks one
+    after another on one thread (:func:`pmpp.counters.counting_module`)."""
     from .. import runner
     variant = chapter.variant(variant) if isinstance(variant, str) else variant
     problem = runner.problem_for(variant, problem or chapter.problems["cpu"])
     plain = runner.load_variant(chapter, variant, backend="cpu", path=path, timeout=timeout)
-    module = counting_module(plain, gpu=gpu, sample_warp=sample_warp, timeout=timeout)
+    module = counting_module(plain, gpu=gpu, sample_warp=sample_warp, timeout=timeout, serial=serial)
     counted = module.__dict__.setdefault("counted_runs", {})
-    key = (variant.name, repr(sorted(problem.items())), seed, tuple(sample_warp))
+    key = (variant.name, repr(sorted(problem.items())), seed, tuple(sample_warp), serial)
     if key not in counted:
         inputs = chapter.make_inputs(problem, np, np.random.default_rng(seed))
         try:

@@ -9,7 +9,8 @@ The launch runs once on the CPU engine, counted (:mod:`pmpp.counters`). Each cou
 one resource of the GPU needs for it, from the GPU's data sheet (:data:`pmpp.gpus.GPUS`): DRAM
 bytes over DRAM bandwidth, global sectors over the L1's 4 sectors per clock,
 shared-memory wavefronts over one per clock, warp instructions over 4 issued per clock, updates of
-one address by atomics one after another, a block's barrier steps; the SMs are those the grid
+one address by atomics one after another, a block's steps between barriers each waiting for its
+loads; the SMs are those the grid
 fills. The launch takes as long as the slowest resource, and at least as long as its DRAM bytes
 take with the warps it keeps resident (occupancy) each waiting a memory latency per load, plus a
 launch's fixed cost. What no data sheet gives is in :data:`CONSTANTS`: the fixed cost measured (an
@@ -36,10 +37,10 @@ __all__ = ["CONSTANTS", "Prediction", "predict", "predict_counts", "predict_vari
 CONSTANTS = {
     "launch_us": 2.7,              # a launch's fixed cost: an empty kernel timed as the workbook times, H200 (results/predict/)
     "latency_ns": 400.0,           # a global load's latency under load, DRAM to registers
-    "instructions_per_block": 0.75,  # SASS warp instructions per warp-level basic block, beyond loads and stores
+    "instructions_per_block": 1.0,  # SASS warp instructions per warp-level basic block, beyond loads and stores
     "atomic_ns": 1.0,              # one more update of the same address by an atomic, at L2
-    "barrier_ns": 100.0,           # one step between two __syncthreads() of a block, waited out
-    "overlap": 0.5,                # the other resources' share that the slowest one does not hide
+    "barrier_ns": 50.0,            # one step between two __syncthreads() of a block, its loads aside
+    "overlap": 0.3,                # the other resources' share that the slowest one does not hide
 }
 DRAM_EFFICIENCY = 0.89             # a copy's bandwidth / the data sheet's: H100 0.894, H200 0.878 (results/)
 SECTORS_PER_CLOCK = 4              # L1: 128 bytes per clock per SM
@@ -159,6 +160,7 @@ def resource_times(load: Load, spec: GPUSpec, occupancy: float | None, k: Mappin
     blocks_per_sm = max(1.0, spec.max_warps_per_sm * (1.0 if occupancy is None else occupancy) / warps_per_block)
     waves = load.blocks / (spec.sm_count * blocks_per_sm)
     steps = load.barriers / load.warps if load.warps else 0.0       # barriers each block passes
+    loads_per_warp = load.loads / load.warps if load.warps else 0.0
     seconds = {
         "DRAM": load.dram_bytes / (spec.dram_gbs * 1e9 * DRAM_EFFICIENCY),
         "latency": load.dram_bytes * k["latency_ns"] * 1e-9 / in_flight if in_flight else 0.0,
@@ -166,7 +168,9 @@ def resource_times(load: Load, spec: GPUSpec, occupancy: float | None, k: Mappin
         "shared memory": load.shared_wavefronts / (WAVEFRONTS_PER_CLOCK * sms * clock),
         "issue": instructions / (ISSUE_PER_CLOCK * sms * clock),
         "atomics": load.atomic_max_updates * k["atomic_ns"] * 1e-9,
-        "barriers": max(waves, 1.0) * steps * k["barrier_ns"] * 1e-9,
+        # a block's steps between barriers one after another, each waiting for the global loads it makes
+        "barriers": max(waves, 1.0) * (min(loads_per_warp, steps + 1) * k["latency_ns"]
+                                       + steps * k["barrier_ns"]) * 1e-9,
     }
     return {name: s * 1e6 for name, s in seconds.items()}
 
@@ -180,7 +184,7 @@ def predict(kernel, grid, block, args, shared_mem: int = 0, gpu: str | GPUSpec =
     the launch's: a large launch takes the engine's time)."""
     from ..counters import counters
     spec = gpu_spec(gpu)
-    counted = counters(kernel, grid, block, args, shared_mem, gpu=spec.name if spec.name in ("H100", "H200") else DEFAULT_GPU)
+    counted = counters(kernel, grid, block, args, shared_mem, gpu=spec.name, serial=True)
     return predict_counts(counted, spec, occupancy=_occupancy_of(kernel, block, shared_mem, spec))
 
 
@@ -238,7 +242,8 @@ def variant_load(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU, problem: Ma
     variant = chapter.variant(variant) if isinstance(variant, str) else variant
     target = runner.problem_for(variant, problem or chapter.problems["gpu"])
     big, small = (runner.problem_for(variant, p) for p in counted_sizes(chapter, target, variant.model(target)))
-    counted_big, counted_small = (count_variant(chapter, variant, p, path=path, timeout=timeout) for p in (big, small))
+    counted_big, counted_small = (count_variant(chapter, variant, p, gpu=spec.name, path=path, timeout=timeout,
+                                                serial=True) for p in (big, small))
     x_big, x_small, x = (_size(variant.model(p)) for p in (big, small, target))
     load = Load.of(counted_big)
     if x_big != x_small:

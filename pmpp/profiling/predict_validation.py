@@ -222,8 +222,24 @@ WHY = {
                                        "few instructions, not the idle lanes' share of the issue slots",
     "scan/12_bulk_copy_lookback": "tensor-memory-accelerator copies and barriers: the engine counts the bytes, "
                                   "not the copy engine's latency between the stages",
-    "reduction/01_simple": "each step reads and writes global memory between barriers: a round trip to L2 "
-                           "per step, longer than the barrier step the model charges",
+    "reduction/01_simple": "each step reads and writes global memory between barriers: the model charges a "
+                           "load's latency a step, the GPU's round trip through L2 differs",
+    "reduction/02_convergent": "as 01: each step reads and writes global memory between barriers",
+    "reduction/05_coarsened": "each thread adds up its elements in a loop that nvcc unrolls, so a warp has "
+                              "several loads on their way; the model allows one",
+    "reduction/13_reduce6": "as 05: several loads of a thread on their way at once, one in the model",
+    "reduction/14_warp_shuffle": "as 05: several loads of a thread on their way at once, one in the model",
+    "implicit_gemm/01_naive": "a thread's loop computes four indices with integer division and modulo for "
+                              "each product: many SASS instructions per basic block, the model's average "
+                              "is one",
+    "reduction/06_reduce0": "each step tests tid % (2 * s): an integer modulo is a long run of SASS "
+                            "instructions in one basic block, the model's average is one",
+    "histogram/14_dot_fast_atomic_add": "every thread adds to the one output: the L2 serves updates of a single "
+                                        "address more slowly than the fitted rate, which the histograms' bins set "
+                                        "(dot_atomic_each, outside the workbook, misses the same way)",
+    "histogram/15_dot_float_atomic": "as 14: every thread's atomic on one address",
+    "histogram/12_register_counts": "the counts live in registers, selected by the byte's value: long basic "
+                                    "blocks of compares that the model's average instructions per block misses",
     "histogram/05_contiguous": "each thread reads its own run of bytes: a warp's load touches 32 sectors, "
                                "which L1 holds for the next 31 loads; the model sends every sector to L2",
     "implicit_gemm/09_register_blocking": "FMAs from registers: the engine's basic blocks stand for far more "

@@ -19,8 +19,9 @@ Requests:
          ("alias", arg_index, view_offset): an allocation copied at arena_offset (an "alias": the
          allocation of argument arg_index), the argument pointing view_offset bytes into it
          | ("scalar", bytes)
-  sample: None, or (block, warp) for a count build: counters are collected, every access of that
-  warp is kept, and counts is {"summary": {...}, "rows": [{...}], "samples": [{...}]} (else None)
+  sample: None, or (block, warp[, serial]) for a count build: counters are collected, every access
+  of that warp is kept, and counts is {"summary": {...}, "rows": [{...}], "samples": [{...}]} (else
+  None); serial: the blocks run on one OS thread, one after another
   limits: None (the engine's own), or (threads, shared bytes, name) per block of a target GPU
   sandbox: None, or the settings of a contained worker (sandbox.init_settings): once the runtime
   is loaded it works in private_dir under limits and a seccomp filter (see sandbox.py), and
@@ -210,6 +211,8 @@ class Worker:
         if sample is not None:
             desc.count = 1
             desc.sample_block, desc.sample_warp = int(sample[0]), int(sample[1])
+            if len(sample) > 2 and sample[2]:
+                desc.nthreads = 1
         kind = self.runtime.pmpp_launch(ctypes.byref(desc))
         sys.stdout.flush()
         if kind:
