@@ -31,7 +31,11 @@ def test_a_launch_that_only_moves_bytes_takes_them_over_the_copy_bandwidth():
     # the slowest resource, plus the share of the others it does not hide: the L1's 16 sectors and
     # the issue slot of each 512-byte request
     per_clock = H100.sm_count * H100.clock_mhz * 1e6
-    others_us = (16e6 / (4 * per_clock) + 1e6 / (4 * per_clock)) * 1e6
+    assert p.terms["L1"] == pytest.approx(16e6 / (4 * per_clock) * 1e6)
+    assert p.terms["issue"] == pytest.approx(1e6 / (4 * per_clock) * 1e6)
+    # one wave of blocks, no barrier: a block waits one load's latency
+    assert p.terms["barriers"] == pytest.approx(model.CONSTANTS["latency_ns"] / 1000)
+    others_us = p.terms["L1"] + p.terms["issue"] + p.terms["barriers"]
     assert p.time_us == pytest.approx(dram_us + model.CONSTANTS["overlap"] * others_us + model.CONSTANTS["launch_us"])
     # the same bytes on the H200: its faster memory, the same constants
     assert model.predict_counts(load, "H200").terms["DRAM"] == pytest.approx(dram_us * 3352 / 4814)
