@@ -1,21 +1,21 @@
 """How fast would it run? A launch's time on a GPU, predicted from the CPU engine's counts.
 
-    k = pmpp.load("kernels/reduction/05_coarsened.cu", backend="cpu").get_function("CoarsenedSumReductionKernel")
+    k = pmpp.load("reduction/05_coarsened.cu", backend="cpu").get_function("CoarsenedSumReductionKernel")
     p = pmpp.predict(k, grid, block, (x, out, np.uint32(n)), gpu="H100")
-    p.time_us, p.bound          # 245.1, "DRAM"
-    print(p)                    # each resource's time, the largest one bounds the launch
+    p.time_us, p.bound          # microseconds, and the resource that bounds it ("DRAM", "issue", ...)
+    print(p)                    # each resource's time, the largest first
 
 The launch runs once on the CPU engine, counted (:mod:`pmpp.counters`). Each count becomes the time
 one resource of the GPU needs for it, from the GPU's data sheet (:data:`pmpp.gpus.GPUS`): DRAM
-bytes over DRAM bandwidth, global sectors over the L1's 4 sectors per clock,
-shared-memory wavefronts over one per clock, warp instructions over 4 issued per clock, updates of
-one address by atomics one after another, a block's steps between barriers each waiting for its
-loads; the SMs are those the grid
-fills. The launch takes as long as the slowest resource, and at least as long as its DRAM bytes
-take with the warps it keeps resident (occupancy) each waiting a memory latency per load, plus a
-launch's fixed cost. What no data sheet gives is in :data:`CONSTANTS`: the fixed cost measured (an
-empty launch on the H200), the others fitted once on the H100's recordings and held unchanged on
-the H200's (the CPU engine's README says how, and what the model cannot see).
+bytes over DRAM bandwidth, global sectors over the L1's 4 sectors per clock, shared-memory
+wavefronts over one per clock, warp instructions over 4 issued per clock, updates of one address
+by atomics one after another, a block's steps between barriers each waiting for its loads; the
+SMs are those the grid fills. DRAM's bytes take at least as long as the warps the kernel keeps
+resident (occupancy), each with a load on its way, need to bring them in. The launch takes as long
+as its slowest resource, plus a share of the others' time, plus a launch's fixed cost. What no
+data sheet gives is in :data:`CONSTANTS`: the fixed cost measured (an empty launch on the H200),
+the others fitted once on the H100's recordings and held unchanged on the H200's (the CPU engine's
+README says how, and what the model cannot see).
 
 :func:`predict_variant` predicts a workbook variant at its chapter's GPU size: it counts the
 variant at two sizes small enough for the engine (the chapter's ``shrink``) and scales each count
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..counters import DEFAULT_GPU, Counters
+from ..errors import PmppError
 from ..gpus import GPUSpec, gpu_spec
 
 __all__ = ["CONSTANTS", "Prediction", "predict", "predict_counts", "predict_variant", "Load"]
@@ -60,8 +61,8 @@ class Load:
     warps: float
     requests: float                  # warp-level global loads, stores and atomics
     loads: float                     # of which loads
-    load_sectors: float              # the loads' sectors
-    sectors: float                   # their 32-byte sectors
+    load_sectors: float              # the loads' 32-byte sectors
+    sectors: float                   # the 32-byte sectors of all the requests
     dram_bytes: float                # per launch the smaller of the sectors' bytes and the arrays'
     shared_wavefronts: float
     shared_instructions: float
@@ -185,7 +186,12 @@ def predict(kernel, grid, block, args, shared_mem: int = 0, gpu: str | GPUSpec =
     from ..counters import counters
     spec = gpu_spec(gpu)
     counted = counters(kernel, grid, block, args, shared_mem, gpu=spec.name, serial=True)
-    return predict_counts(counted, spec, occupancy=_occupancy_of(kernel, block, shared_mem, spec))
+    occ = _occupancy_of(kernel, block, shared_mem, spec)
+    return predict_counts(counted, spec, occupancy=occ, note=_UNKNOWN_OCCUPANCY if occ is None else "")
+
+
+_UNKNOWN_OCCUPANCY = ("occupancy unknown (no nvcc to read the kernel's registers, and none recorded): "
+                      "full occupancy assumed")
 
 
 def _occupancy_of(kernel, block, shared_mem: int, spec: GPUSpec) -> float | None:
@@ -228,7 +234,7 @@ def predict_variant_or_none(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU) 
     the variant (a race it reports, a feature it lacks): a table's cell left empty."""
     try:
         return predict_variant(chapter, variant, gpu)
-    except Exception:
+    except (PmppError, ValueError):    # the engine's verdicts; count_variant's "launched no kernel"
         return None
 
 
@@ -252,7 +258,7 @@ def variant_load(chapter, variant, gpu: str | GPUSpec = DEFAULT_GPU, problem: Ma
     if not with_note:
         return load, occ
     note = (f"counted at {chapter.describe(big)} and {chapter.describe(small)}, scaled to "
-            f"{chapter.describe(target)}")
+            f"{chapter.describe(target)}" + ("; " + _UNKNOWN_OCCUPANCY if occ is None else ""))
     return load, occ, note
 
 
