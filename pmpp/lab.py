@@ -268,11 +268,9 @@ class Lab:
         """The variant ``name`` built as ``entry`` (a recorded row) says, or None for a library routine
         or a variant only a GPU runs."""
         try:
-            variant = self.chapter.variant(name)
+            variant = tuning.as_recorded(self.chapter, entry or {"name": name})
         except KeyError:
             return None
-        config = (entry or {}).get("config")
-        variant = variant.with_defines(**config) if config and config != variant.config() else variant
         return None if variant.gpu_only else variant
 
     def sweep(self, key: str, *, parameter: str, title: str | None = None, library: str | None = None):

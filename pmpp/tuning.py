@@ -225,6 +225,14 @@ def as_defined(chapter: Chapter, entry: Mapping[str, Any]) -> bool:
         return True
 
 
+def as_recorded(chapter: Chapter, entry: Mapping[str, Any]) -> Variant:
+    """The variant a results row was built as: with the configuration the row keeps, where that is
+    not the variant's own. Raises KeyError for a name the chapter no longer has."""
+    variant = chapter.variant(entry["name"])
+    config = entry.get("config")
+    return variant.with_defines(**config) if config and config != variant.config() else variant
+
+
 def run_as_defined(run: Mapping[str, Any]) -> bool:
     """Whether every row of a recorded run is :func:`as_defined`."""
     from . import chapters

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .. import results
+from .. import results, tuning
 from ..results import REPO_ROOT
 from . import predict as model
 
@@ -43,12 +43,6 @@ def recorded_rows(device: str) -> list[dict]:
     return rows
 
 
-def _variant(chapter, entry):
-    variant = chapter.variant(entry["name"])
-    config = entry.get("config")
-    return variant.with_defines(**config) if config and config != variant.config() else variant
-
-
 def loads(device: str, report=print) -> list[dict]:
     """Each recorded row of ``device`` with the :class:`~pmpp.profiling.predict.Load` the engine
     counts for it at the GPU size (None where the engine cannot run the variant)."""
@@ -58,7 +52,7 @@ def loads(device: str, report=print) -> list[dict]:
     for item in recorded_rows(device):
         chapter = chapters.get(item["chapter"])
         try:
-            variant = _variant(chapter, item["row"])
+            variant = tuning.as_recorded(chapter, item["row"])
         except KeyError:             # a variant since renamed or removed
             continue
         if variant.gpu_only:
