@@ -17,9 +17,9 @@ from pmpp.backends.cpu.diagnostics import compile_error
 from pmpp.backends.cpu.flags import header_digests, headers_current, macros_after_prelude, translate_options
 from pmpp.backends.cpu.includes import include_dirs, refuse_special_includes
 from pmpp.backends.cpu.limits import run_limited
+from pmpp.backends.cpu.pch import files as prelude_files, prelude_include
 from pmpp.backends.cpu.toolchain import (DEBUG_PREFIX, INCLUDE_DIR, cache_dir, cxx, digest, engine_digest,
                                          runtime_library, tmp_name)
-
 
 
 class Built(NamedTuple):
@@ -61,9 +61,10 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
         tmp_obj = tmp_name(obj)
         # Compile and link separately: the compiler would add its ThreadSanitizer runtime to a
         # -fsanitize=thread link.
-        compile_cmd = [*cc.command, *cc.common_flags(), *mode_flags, *other_flags, "-c",
-                       f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}",
-                       "-I", str(INCLUDE_DIR), "-include", "pmpp_cuda.h", *macro_include,
+        before_prelude = [*cc.common_flags(), *mode_flags, *other_flags,
+                          f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}", "-I", str(INCLUDE_DIR)]
+        prelude = prelude_include(cc, before_prelude, out_dir)
+        compile_cmd = [*cc.command, *before_prelude, "-c", *prelude, *macro_include,
                        "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]
         # Apple's linker leaves the debug information in the object file (the library names it), so
         # on macOS the object is kept beside the library under its final name.
@@ -84,7 +85,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
             raise
         finally:
             tmp_obj.unlink(missing_ok=True)
-        deps = header_digests(tmp_dep, cpp, macros_h)
+        deps = header_digests(tmp_dep, cpp, macros_h, *prelude_files(prelude))
         tmp_dep.unlink(missing_ok=True)
         tmp_json = tmp_name(deps_json)
         tmp_json.write_text(json.dumps(deps))

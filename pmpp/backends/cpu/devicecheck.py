@@ -41,6 +41,7 @@ import pmpp.backends.cpu.diagnostics as _diagnostics
 import pmpp.backends.cpu.flags as _flags
 import pmpp.backends.cpu.includes as _includes
 import pmpp.backends.cpu.limits as _limits
+import pmpp.backends.cpu.pch as _pch
 import pmpp.backends.cpu.toolchain as _toolchain
 import pmpp.paths as _paths
 
@@ -138,15 +139,16 @@ def _assembly(cc, prepared, flags, out_dir, key, filename):
     os.replace(tmp_cpp, cpp)
     # the user's -D/-U go after the prelude, as in the module's own build (macro hygiene)
     flags, macro_include, macro_header = _flags.macros_after_prelude(flags, out_dir, f"devcheck-{key}")
+    before_prelude = [*cc.common_flags(), *flags, "-O0", "-fno-sanitize=all", "-g1", "-gdwarf-4", "-w",
+                      "-fno-builtin", "-fpatchable-function-entry=1", "-I", str(_toolchain.INCLUDE_DIR)]
+    prelude = _pch.prelude_include(cc, before_prelude, out_dir)
     try:
         for marks in (True, False):
             # named *.s and *.d: zig's clang picks its output's kind from the name
             tmp_asm, tmp_dep = (_toolchain.tmp_name(f).with_suffix(f.suffix) for f in (asm, dep))
-            base = [*cc.command, *cc.common_flags(), *flags, "-I", str(_toolchain.INCLUDE_DIR),
-                    "-include", "pmpp_cuda.h", *(["-include", str(MARKS)] if marks else []), *macro_include,
-                    "-x", "c++"]
-            compile_cmd = [*base, "-O0", "-fno-sanitize=all", "-g1", "-gdwarf-4", "-w", "-fno-builtin",
-                           "-fpatchable-function-entry=1", "-S", str(cpp), "-o", str(tmp_asm)]
+            base = [*cc.command, *before_prelude, *prelude, *(["-include", str(MARKS)] if marks else []),
+                    *macro_include, "-x", "c++"]
+            compile_cmd = [*base, "-S", str(cpp), "-o", str(tmp_asm)]
             depend_cmd = ["-MMD", "-MF", str(tmp_dep)]
             if cc.family == "gcc":
                 compile_cmd[-3:-3], depend_cmd = depend_cmd, None
@@ -160,7 +162,7 @@ def _assembly(cc, prepared, flags, out_dir, key, filename):
                     text = tmp_asm.read_text(errors="replace")
                     # without the marks every function looks like host code: only calls out of
                     # the module are judged then
-                    return (text if marks else _unmarked(text)), _flags.header_digests(tmp_dep, cpp, macro_header)
+                    return (text if marks else _unmarked(text)), _flags.header_digests(tmp_dep, cpp, macro_header, *_pch.files(prelude))
             finally:
                 tmp_asm.unlink(missing_ok=True)
                 tmp_dep.unlink(missing_ok=True)
