@@ -32,7 +32,7 @@ COARSE_FACTOR = 4        # default of 05_coarsened
 COARSE_FACTORS = (1, 2, 4, 8, 16, 32)     # the sweep `pmpp bench --all-problems` records
 UNROLL = 4               # default float4 loads in flight per thread (15-17)
 THREADS_PER_SM = 2048    # resident threads per SM on an H100: one "wave" of a grid fills them
-WAVES = 64               # 15-17 launch up to this many waves (13-14: one), see _grid_size
+WAVES = 64               # 15-17 launch up to this many waves by default (13-14: one), see _grid_size
 MAX_N = 2 ** 31          # the largest n every kernel indexes without unsigned overflow
 
 U32 = 2.0 ** -24         # unit roundoff of float32 (round to nearest): half of eps32 = 2^-23
@@ -303,8 +303,9 @@ def _grid_stride(kernel: str, *, elements_per_thread_step: int, dynamic_shared: 
         if n == 0:
             return _empty_result(xp, op)
         shared = block * 4 if dynamic_shared else 0
-        step = elements_per_thread_step * (int(_defines(module, defines).get("UNROLL", 1)) if many_waves else 1)
-        grid = _grid_size(module, n, block, step, WAVES if many_waves else 1)
+        chosen = _defines(module, defines)
+        step = elements_per_thread_step * (int(chosen.get("UNROLL", 1)) if many_waves else 1)
+        grid = _grid_size(module, n, block, step, int(chosen.get("WAVES", WAVES)) if many_waves else 1)
         partials = _poisoned(xp, grid, op)
         k(grid, block, (x, partials, np.uint32(n)), shared_mem=shared)
         if grid == 1:
@@ -324,7 +325,8 @@ def _one_pass(kernel: str, *, defines: Mapping[str, Any]):
         x, xp, op, n, k, block = _setup(module, inputs, problem, kernel, defines, power_of_two=False)
         if n == 0:
             return _empty_result(xp, op)
-        grid = _grid_size(module, n, block, 4 * int(_defines(module, defines)["UNROLL"]), WAVES)
+        chosen = _defines(module, defines)
+        grid = _grid_size(module, n, block, 4 * int(chosen["UNROLL"]), int(chosen.get("WAVES", WAVES)))
         partials = _poisoned(xp, grid + 1, op)      # the blocks' sums, then the total
         k(grid, block, (x, partials, np.uint32(n)))
         return partials[grid:]
@@ -407,7 +409,7 @@ def _numpy_run(problem, inputs):
 
 _B = {"BLOCK_DIM": BLOCK_DIM}
 _B_C = {"BLOCK_DIM": BLOCK_DIM, "COARSE_FACTOR": COARSE_FACTOR}
-_B_U = {"BLOCK_DIM": VECTOR_BLOCK_DIM, "UNROLL": UNROLL}
+_B_U = {"BLOCK_DIM": VECTOR_BLOCK_DIM, "UNROLL": UNROLL, "WAVES": WAVES}   # WAVES: the launch's, see _grid_size
 
 _VARIANTS = (
     Variant("01_simple", "10.3 simple: in place, stride doubling (divergent)", "PMPP 10.3",
@@ -466,7 +468,9 @@ _VARIANTS = (
 )
 # What `pmpp tune` may set, per variant: the block size of every tree (a power of two; 64 at least
 # where the last warp is unrolled), the shuffle kernels' whole warps, and the elements a thread takes
-# before the tree (05's COARSE_FACTOR, 15-17's float4 loads in flight).
+# before the tree (05's COARSE_FACTOR, 15-17's float4 loads in flight), and for 15-17 how many
+# waves the grid may have (WAVES: read by the launch, not the kernel; one wave is the H200's best
+# for 15 where the H100 gained from many).
 _TREE_BLOCKS = (64, 128, 256, 512, 1024)
 _WARP_BLOCKS = (128, 256, 512, 1024)
 TUNABLES = {
@@ -475,7 +479,8 @@ TUNABLES = {
                                                      "09_reduce3", "11_reduce4")},
     "05_coarsened": {"BLOCK_DIM": _TREE_BLOCKS, "COARSE_FACTOR": (1, 2, 4, 8, 16, 32)},
     "14_warp_shuffle": {"BLOCK_DIM": _WARP_BLOCKS},
-    **{name: {"BLOCK_DIM": _WARP_BLOCKS, "UNROLL": (1, 2, 4, 8)} for name in ("15_vectorized", "16_one_pass", "17_max")},
+    **{name: {"BLOCK_DIM": _WARP_BLOCKS, "UNROLL": (1, 2, 4, 8), "WAVES": (1, 2, 4, 8, 16, 32, 64)}
+       for name in ("15_vectorized", "16_one_pass", "17_max")},
 }
 # The kernels index with 32-bit unsigned ints: i + BLOCK_DIM and the like must not wrap.
 VARIANTS = tuple(replace(v, max_n=MAX_N, tunables=TUNABLES.get(v.name, {})) for v in _VARIANTS)
