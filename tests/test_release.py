@@ -381,6 +381,24 @@ def test_released_code_is_the_one_the_notebooks_import(student_tree):
     assert Path(probe.stdout.strip()) == student_tree / "kernels"
 
 
+def test_the_release_reuses_the_workbooks_engine_builds(student_tree, tmp_path):
+    """Another copy of the same engine names its headers as the workbook's does in what it builds,
+    so a class's release sharing PMPP_CACHE_DIR with the workbook does not compile a kernel twice."""
+    code = ("import pmpp\nfrom pmpp.backends.cpu import toolchain\n"
+            "pmpp.load('reduction/03_shared_memory.cu', backend='cpu')\nprint(toolchain.INCLUDE_DIR)")
+    cache = tmp_path / "cache"
+
+    def build(cwd, env):
+        run = subprocess.run([sys.executable, "-c", code], cwd=cwd, env={**env, "PMPP_CACHE_DIR": str(cache)},
+                             capture_output=True, text=True, check=True)
+        return run.stdout.strip(), sorted(p.name for p in (cache / "cpu").glob("mod-*.so"))
+
+    workbook_engine, built = build(ROOT, os.environ)
+    released_engine, after = build(student_tree, released_env(student_tree))
+    assert released_engine.startswith(str(student_tree)) and not workbook_engine.startswith(str(student_tree))
+    assert built and after == built
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("notebook", [p.name for p in sorted((ROOT / "notebooks").glob("*.ipynb"))])
 def test_released_notebook_runs_under_nbval(student_tree, notebook):

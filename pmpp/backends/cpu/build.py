@@ -18,8 +18,8 @@ from pmpp.backends.cpu.flags import header_digests, headers_current, macros_afte
 from pmpp.backends.cpu.includes import include_dirs, refuse_special_includes
 from pmpp.backends.cpu.limits import run_limited
 from pmpp.backends.cpu.pch import files as prelude_files, prelude_include
-from pmpp.backends.cpu.toolchain import (DEBUG_PREFIX, INCLUDE_DIR, cache_dir, cxx, digest, engine_digest,
-                                         runtime_library, tmp_name)
+from pmpp.backends.cpu.toolchain import (DEBUG_PREFIX, cache_dir, cxx, digest, engine_digest,
+                                         include_path_flags, runtime_library, tmp_name)
 
 
 class Built(NamedTuple):
@@ -62,7 +62,7 @@ def build_module(src, *, filename, options, names, n_kernel_names, check, count=
         # Compile and link separately: the compiler would add its ThreadSanitizer runtime to a
         # -fsanitize=thread link.
         before_prelude = [*cc.common_flags(), *mode_flags, *other_flags,
-                          f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}", "-I", str(INCLUDE_DIR)]
+                          f"-fdebug-prefix-map={out_dir}={DEBUG_PREFIX}", *include_path_flags()]
         prelude = prelude_include(cc, before_prelude, out_dir)
         compile_cmd = [*cc.command, *before_prelude, "-c", *prelude, *macro_include,
                        "-MMD", "-MF", str(tmp_dep), "-x", "c++", str(cpp), "-o", str(tmp_obj)]

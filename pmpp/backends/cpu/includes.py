@@ -12,7 +12,7 @@ from pathlib import Path
 from pmpp.errors import CompileError
 
 import pmpp.backends.cpu.source as _source
-from pmpp.backends.cpu.toolchain import INCLUDE_DIR, cxx
+from pmpp.backends.cpu.toolchain import INCLUDE_DIR, INCLUDE_PREFIX, cxx
 
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*(?:include_next|include|import)\b[ \t]*", re.M)
 _OPERAND = re.compile(r'"(?P<quoted>[^"\n]*)"|<(?P<angled>[^>\n]*)>')
@@ -113,6 +113,6 @@ def is_internal(path):
     """True for our shim headers, system headers (the compiler's own too, such as zig's libc++) and
     the generated source file."""
     p = path.strip()
-    return (p.startswith(str(INCLUDE_DIR)) or p.startswith("/usr/") or p.startswith("<")
+    return (p.startswith((str(INCLUDE_DIR), INCLUDE_PREFIX)) or p.startswith("/usr/") or p.startswith("<")
             or p.startswith(tuple(d + "/" for d in _system_include_dirs()))
             or Path(p).name.startswith("mod-") and p.endswith(".cpp"))

@@ -27,6 +27,7 @@ INCLUDE_DIR = HERE / "include"
 RUNTIME_SOURCE = HERE / "runtime" / "pmpp_runtime.cpp"
 ENGINE_VERSION = "1"  # bump when generated code or flags change
 DEBUG_PREFIX = "/pmpp-build"  # what the cache directory is called in debug info
+INCLUDE_PREFIX = "/pmpp-include"  # what INCLUDE_DIR is called in a module
 
 PLAIN_FLAGS = ["-O2"]
 # CUDA's forward progress: a loop without side effects may be infinite (a thread spinning on memory
@@ -245,10 +246,16 @@ def digest(*parts):
 @functools.lru_cache(maxsize=None)
 def engine_digest():
     files = sorted(f for f in INCLUDE_DIR.rglob("*") if f.is_file()) + [RUNTIME_SOURCE, Path(_source.__file__)]
-    # A build's debug information names the engine's headers by absolute path, and its source
-    # lines are read through them: a build made by another copy of pmpp (a student release beside
-    # the workbook, sharing PMPP_CACHE_DIR) is not reused.
-    return digest(ENGINE_VERSION, INCLUDE_DIR.resolve(), *(f.name.encode() + f.read_bytes() for f in files))
+    # Not where they are: a module names the engine's headers INCLUDE_PREFIX (see
+    # include_path_flags), so that another copy of pmpp with the same engine (a student release
+    # beside the workbook, sharing PMPP_CACHE_DIR) reuses its builds.
+    return digest(ENGINE_VERSION, *(f.name.encode() + f.read_bytes() for f in files))
+
+
+def include_path_flags():
+    """The engine's headers for a module's compile, named INCLUDE_PREFIX in what it builds (debug
+    information, ``__FILE__``): a module is the same whichever copy of the engine built it."""
+    return [f"-ffile-prefix-map={INCLUDE_DIR}={INCLUDE_PREFIX}", "-I", str(INCLUDE_DIR)]
 
 
 def tmp_name(final):
