@@ -272,3 +272,16 @@ def test_the_cost_summary_gives_median_worst_and_total():
     assert found["median_ratio"] == 3.0 and found["worst_ratio"] == 5.0 and found["worst_variant"] == "c/b"
     assert found["total_ratio"] == 15.0 / 4.0 and found["within_goal"] == 2
     assert found["median_instrumented_ratio"] == 2.0 and found["instrumented_over_goal"] == 1
+
+
+def test_a_load_a_later_branch_splits_by_lane_is_still_one_instruction_per_warp():
+    """14_warp_shuffle's first warp reads the block's warp sums with one load (lanes 0-7 active);
+    lane 0 alone goes on to write the result. A compiler that copies the load into lane 0's path
+    and the others' (g++ 13's jump threading) would count two; a GPU issues one LDS."""
+    from pmpp import chapters
+    from pmpp.profiling.explain import count_variant
+    counted = count_variant(chapters.get("reduction"), "14_warp_shuffle")
+    blocks = sum(grid[0] * grid[1] * grid[2] for _, grid, _, _ in counted.kernels)
+    line = counted.line("warpSum_s[lane]")
+    assert counted["smsp__sass_inst_executed_op_shared_ld.sum"] == line["shared_requests"] == blocks
+    assert line["active_lanes"] == 8

@@ -57,11 +57,14 @@ CLANG_CHECK_FLAGS = ["-Xclang", "-O1"]
 # Count builds (pmpp.counters): the checked build, plus a call to __sanitizer_cov_trace_pc() at the
 # start of every basic block (which lanes execute it). g++: -fsanitize-coverage=trace-pc, and no
 # scalar replacement of aggregates (-fno-tree-sra), so that a float4 or int2 copied whole stays one
-# 16- or 8-byte access as on the GPU instead of becoming four or two 4-byte ones. clang: "bb" makes
+# 16- or 8-byte access as on the GPU instead of becoming four or two 4-byte ones; and no jump
+# threading (-fno-thread-jumps): from g++ 13 on it copies a load into the path of the lanes a later
+# branch tells apart (`v = lane < 8 ? s[lane] : 0; if (t == 0) ...`: one copy for lane 0, one for
+# lanes 1-7), and a warp then counts two load instructions where a GPU issues one. clang: "bb" makes
 # it one call per basic block as g++ does (its default is one per edge), and no block is left out
 # for being implied by another (sanitizer-coverage-prune-blocks).
 COUNT_FLAGS = {
-    "gcc": ["-DPMPP_COUNT=1", "-fno-tree-sra", "-fsanitize-coverage=trace-pc"],
+    "gcc": ["-DPMPP_COUNT=1", "-fno-tree-sra", "-fno-thread-jumps", "-fsanitize-coverage=trace-pc"],
     "clang": ["-DPMPP_COUNT=1", "-fsanitize-coverage=bb,trace-pc", "-mllvm", "-sanitizer-coverage-prune-blocks=0"],
 }
 # -ffp-contract=off: no fused multiply-adds made from a*b+c (clang makes them by default; g++ does
