@@ -169,7 +169,8 @@ def _ptxas_report(nvcc: str, text: str, filename: str, arch: str, defines: Mappi
     """``nvcc -arch=<arch> -Xptxas -v -cubin`` on ``text`` (template instances added for ``names``):
     one row per kernel, names still mangled. A report is kept in the cache (see
     :func:`_report_cache`), so an unchanged kernel is not compiled again."""
-    flags = [f"-arch={arch}", *(f"-I{d}" for d in include_dirs), *define_flags(defines)]
+    # the macros in name order: one report for one kernel however its defines were listed
+    flags = [f"-arch={arch}", *(f"-I{d}" for d in include_dirs), *sorted(define_flags(defines))]
     cached = _report_cache(nvcc, text, names, flags, include_dirs)
     if cached is not None and cached.is_file():
         rows = json.loads(cached.read_text())

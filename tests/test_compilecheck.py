@@ -312,3 +312,13 @@ def test_no_cuobjdump_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(compilecheck.metadata, "distribution", missing)
     with pytest.raises(BackendUnavailableError, match="nvidia-cuda-cuobjdump"):
         compilecheck.find_cuobjdump()
+
+
+@needs_nvcc
+def test_one_report_is_kept_for_one_kernel_whatever_order_its_defines_come_in(tmp_path, monkeypatch):
+    monkeypatch.setenv("PMPP_CACHE_DIR", str(tmp_path))
+    text = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] = A * B; }\n'
+    first = compilecheck.check_source(text, "sm_80", defines={"A": 2, "B": 3})
+    again = compilecheck.check_source(text, "sm_80", defines={"B": 3, "A": 2})
+    assert [r["registers"] for r in first] == [r["registers"] for r in again]
+    assert len(list((tmp_path / "ptxas").glob("*.json"))) == 1
