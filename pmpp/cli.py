@@ -120,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="exercises (reduction/05_coarsened) and notebooks (10_reduction) to grade")
     p.add_argument("--csv", required=True, help="the gradebook: a row per student, a column per item, the total")
     p.add_argument("--feedback", metavar="DIR", help="write each student's verdicts to DIR/STUDENT.txt")
+    p.add_argument("--submitted-at", metavar="TIMES.csv",
+                   help="when each was submitted (columns student, item, submitted_at), for the deadlines "
+                        "of exercises.toml; default: each submitted file's modification time")
     p.add_argument("--seed", type=int, help="the inputs' random seed, the same for every item and student")
     p.add_argument("--jobs", type=int, help="submissions graded at once (default: the machine's cores)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per launch (default 30)")

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import BackendUnavailableError
-from ..exercises import exercises, find
+from ..exercises import exercises, find, manifest
+from .deadlines import LatePolicy, file_time, late_policy, read_submission_times
 from .grading import DEFAULT_TIMEOUT, find_submitted, grade
 from .notebook_grading import grade_notebook, is_notebook_exercise
 from ..markers import kernel_regions, stub_kernel
@@ -186,33 +187,61 @@ def gradebook(items: Sequence[str], class_dir, *, seed=None, timeout=None, jobs=
     return dict(sorted(book.items()))
 
 
-def write_gradebook(book, items: Sequence[str], path) -> None:
-    """One row per student: the points of each item, the total and the most there was to get."""
+def write_gradebook(book, items: Sequence[str], path, policy: LatePolicy | None = None, times=None) -> None:
+    """One row per student: the points of each item (less the late policy's penalty), the total
+    and the most there was to get; then, for each item with a deadline, the days it was late.
+    ``times``: {(student, item): when submitted}, else each submitted file's modification time."""
+    policy = policy or LatePolicy()
+    dated = [i for i in items if i in policy.deadlines]
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", *items, "total", "max_total"])
+        writer.writerow(["student", *items, "total", "max_total", *(f"{i} days late" for i in dated)])
         for student, reports in book.items():
-            points = [reports[i].points if i in reports else 0.0 for i in items]
+            late = {i: lateness(policy, student, i, reports.get(i), times) for i in items}
+            points = [reports[i].points * policy.share_kept(late[i]) if i in reports else 0.0 for i in items]
             most = sum(reports[i].max_points for i in items if i in reports)
-            writer.writerow([student, *(f"{p:g}" for p in points), f"{sum(points):g}", f"{most:g}"])
+            writer.writerow([student, *(f"{p:g}" for p in points), f"{sum(points):g}", f"{most:g}",
+                             *(late[i] for i in dated)])
+
+
+def lateness(policy: LatePolicy, student: str, item: str, report, times=None) -> int:
+    """Days ``student``'s submission of ``item`` was late: its time from ``times``, else its file's."""
+    if report is None or item not in policy.deadlines:
+        return 0
+    when = (times or {}).get((student, item)) or file_time(report.submission)
+    return policy.days_late(item, when)
 
 
 def gradebook_main(args) -> int:
-    """``pmpp gradebook CLASS_DIR ITEM... --csv F [--feedback DIR]``."""
+    """``pmpp gradebook CLASS_DIR ITEM... --csv F [--feedback DIR] [--submitted-at TIMES.csv]``."""
     import sys
+    policy = late_policy(manifest())
+    times = read_submission_times(args.submitted_at) if args.submitted_at else None
     seed = secrets.randbelow(2 ** 31) if args.seed is None else args.seed
     print(f"grading {args.class_dir} on {', '.join(args.items)}, seed {seed}", file=sys.stderr, flush=True)
+    if any(i in policy.deadlines for i in args.items):
+        source = args.submitted_at if times is not None else "each submitted file's modification time"
+        print(f"deadlines from exercises.toml; when each was submitted: {source}", file=sys.stderr, flush=True)
     book = gradebook(args.items, args.class_dir, seed=seed, timeout=args.timeout, jobs=args.jobs)
-    write_gradebook(book, args.items, args.csv)
+    write_gradebook(book, args.items, args.csv, policy, times)
     if args.feedback:
         folder = Path(args.feedback)
         folder.mkdir(parents=True, exist_ok=True)
         for student, reports in book.items():
-            (folder / f"{student}.txt").write_text("\n\n".join(str(r) for r in reports.values()) + "\n")
+            notes = [_late_note(policy, i, lateness(policy, student, i, r, times)) for i, r in reports.items()]
+            (folder / f"{student}.txt").write_text("\n\n".join(str(r) for r in reports.values()) + "\n"
+                                                   + "".join(n for n in notes if n))
     for student, reports in book.items():
-        print(f"{student:<24} {sum(r.points for r in reports.values()):g}/"
-              f"{sum(r.max_points for r in reports.values()):g}")
+        kept = sum(r.points * policy.share_kept(lateness(policy, student, i, r, times)) for i, r in reports.items())
+        print(f"{student:<24} {kept:g}/{sum(r.max_points for r in reports.values()):g}")
     return 0
+
+
+def _late_note(policy: LatePolicy, item: str, days: int) -> str:
+    if days <= 0:
+        return ""
+    return (f"\n{item}: {days} day{'s' if days > 1 else ''} late (due {policy.deadlines[item].isoformat()}): "
+            f"{policy.share_kept(days):.0%} of its points kept\n")
 
 
 def class_main(args) -> int:
