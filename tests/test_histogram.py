@@ -108,6 +108,26 @@ def test_shared_bins_without_atomics_raise_race_error_under_check(rng):
     assert message.index("make the update atomic") < message.index("__syncthreads()") and len(message) < 520
 
 
+@pytest.mark.parametrize("barrier", [0, 1], ids=["before counting", "before reading out"])
+def test_a_missing_barrier_between_atomic_and_plain_accesses_is_a_race_that_names_it(barrier, rng, tmp_path):
+    """04_private_shared zeroes histo_s, counts into it with atomicAdd, reads it out: without one
+    of its two __syncthreads() a thread's plain store or load meets another's atomic."""
+    from pmpp.runner import load_variant
+    variant = CHAPTER.variant("04_private_shared")
+    text = (pmpp.kernels_dir() / "histogram" / "04_private_shared.cu").read_text()
+    assert text.count("__syncthreads();") == 2
+    cut = [m.start() for m in re.finditer(r"__syncthreads\(\);", text)][barrier]
+    (tmp_path / "04_private_shared.cu").write_text(text[:cut] + text[cut:].replace("__syncthreads();", ";", 1))
+    problem = problem_for(variant, 4099)
+    inputs = CHAPTER.make_inputs(problem, np, rng)
+    with pytest.raises(pmpp.RaceError) as err:
+        variant.launch(load_variant(CHAPTER, variant, backend="cpu", check=True, path=tmp_path / "04_private_shared.cu"),
+                       problem, inputs)
+    message = str(err.value)
+    assert "__shared__ 'histo_s'" in message and "atomic update" in message and "plain" in message, message
+    assert message.index("__syncthreads() missing") < message.index("04_private_shared.cu"), "the fix first"
+
+
 def test_shared_bins_without_atomics_count_right_on_cpu_engine_where_threads_take_turns(rng):
     """Not a GPU property: the engine runs a block's threads one after another between barriers,
     so no increment is ever interrupted. Only the race check shows the bug here."""

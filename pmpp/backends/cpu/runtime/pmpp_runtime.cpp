@@ -142,9 +142,10 @@ struct Acc {
     uintptr_t pc;
     uint32_t epoch, clock, tid;
     // A write that is an update (x += v: its thread read the byte before, in the epoch): 1 + the low
-    // 32 bits of that read's pc; else 0.
+    // 32 bits of that read's pc; kAtomicWrite for an atomic (atomicAdd and its kin); else 0.
     uint32_t update;
 };
+constexpr uint32_t kAtomicWrite = UINT32_MAX;
 struct Shadow {
     Acc w, r1, r2;
 };
@@ -2103,11 +2104,34 @@ std::string same_warp_advice(uint32_t tid_a, uint32_t tid_b) {
     fiber_fail(f, PMPP_ERR_RACE, msg);
 }
 
+// An atomic and a plain access of one element by two threads with nothing ordering them: atomics
+// order nothing against plain loads and stores (a shared histogram zeroed, counted into with
+// atomicAdd and read out, with a __syncthreads() missing between two of those steps).
+[[noreturn]] void report_atomic_race(Fiber *f, const ShRegion &r, uintptr_t a, const Acc &prev, bool prev_atomic,
+                                     bool prev_write, bool write, uintptr_t pc) {
+    Worker *w = f->w;
+    auto what = [](bool atomic, bool wrote) {
+        return atomic ? (wrote ? "atomic update" : "atomic read") : (wrote ? "plain store" : "plain load");
+    };
+    fiber_fail(f, PMPP_ERR_RACE,
+               fmt("shared-memory race in kernel '%s': __syncthreads() missing between thread %s's %s of "
+                   "%s__shared__ '%s'%s at %s and thread %s's %s at %s (block %s). Atomics order nothing "
+                   "against plain loads and stores: a barrier must separate them (zeroing a shared histogram, "
+                   "counting into it, reading it out), or both must be atomic",
+                   kname(w->L), coord(w->fibers[prev.tid].c.thread_idx).c_str(), what(prev_atomic, prev_write),
+                   r.dynamic ? "extern " : "", r.name, shared_index(r, size_t(a - uintptr_t(r.base))).c_str(),
+                   pc_marker(prev.pc).c_str(), coord(f->c.thread_idx).c_str(), what(!prev_atomic, write),
+                   pc_marker(pc).c_str(), coord(w->bid).c_str()));
+}
+
 // Happens-before within a block: __syncthreads() starts a new epoch for everyone; between lanes of
 // one warp, a warp-level synchronisation (__syncwarp, a shuffle, a vote, ...) with both in its mask
 // orders what came before it (LaneClocks). Volatile accesses are ordinary ones here: volatile
 // orders nothing between threads.
-void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool write, uintptr_t pc) {
+// Atomics (``atomic``) race only with plain accesses: an atomic write is kept as the byte's write,
+// marked kAtomicWrite; an atomic read only checks the write before it.
+void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool write, uintptr_t pc,
+                bool atomic = false) {
     Worker *w = f->w;
     const uint32_t E = w->epoch, tid = f->lin, wi = f->warp;
     const LaneClocks &C = w->clocks[wi];
@@ -2119,6 +2143,18 @@ void race_check(Fiber *f, const ShRegion &r, uintptr_t a, size_t size, bool writ
     Shadow *sh = w->shadow + (a - uintptr_t(w->arena));
     for (size_t i = 0; i < size; ++i) {
         Shadow &s = sh[i];
+        const bool after_atomic = s.w.update == kAtomicWrite;
+        if (atomic) {
+            if (!after_atomic && conflict(s.w)) report_atomic_race(f, r, a + i, s.w, false, true, write, pc);
+            if (!write) continue;
+            if (conflict(s.r1)) report_atomic_race(f, r, a + i, s.r1, false, false, true, pc);
+            if (conflict(s.r2)) report_atomic_race(f, r, a + i, s.r2, false, false, true, pc);
+            me.update = kAtomicWrite;
+            s.w = me;
+            s.r1.epoch = s.r2.epoch = 0;
+            continue;
+        }
+        if (after_atomic && conflict(s.w)) report_atomic_race(f, r, a + i, s.w, true, true, write, pc);
         // An update (x += v): this thread's write after its own read. Reading another thread's
         // update, or updating after it, is said as such (report_update_race).
         const Acc *mine = s.r1.epoch == E && s.r1.tid == tid ? &s.r1 : s.r2.epoch == E && s.r2.tid == tid ? &s.r2
@@ -2319,7 +2355,7 @@ int classify(Fiber *f, uintptr_t a, size_t size, bool write, uintptr_t pc, Acces
         for (const ShRegion &r : w->regions) {
             if (a - uintptr_t(r.base) < r.size) {
                 if (a + size > uintptr_t(r.base) + r.size) break;
-                if (L->check && kind != ACCESS_ATOMIC) race_check(f, r, a, size, write, pc);
+                if (L->check) race_check(f, r, a, size, write, pc, kind == ACCESS_ATOMIC);
                 if (array) *array = {uintptr_t(r.base), r.size};
                 return PMPP_SPACE_SHARED;
             }
