@@ -53,12 +53,21 @@ class Criterion:
 
 
 @dataclass(frozen=True)
+class GpuTimeCriterion:
+    """A performance criterion on a GPU: the submission's median time at most ``within`` times the
+    reference solution's, the two timed in one run, in alternating rounds (``[exercise."x".gpu_time]
+    within = 1.2`` in exercises.toml). Without a GPU it is not run."""
+    within: float
+
+
+@dataclass(frozen=True)
 class Exercise:
     name: str          # "reduction/05_coarsened"
     chapter: str
     variant: str
     points: dict = field(default_factory=dict, compare=False, hash=False)
     performance: tuple = field(default=(), compare=False, hash=False)   # Criterion, ...
+    gpu_time: GpuTimeCriterion | None = field(default=None, compare=False, hash=False)
 
     @property
     def path(self) -> Path:
@@ -87,8 +96,20 @@ def exercises() -> list[Exercise]:
         chapter = chapters.get(chapter_name)
         variant = chapter.variant(variant_name)
         found.append(Exercise(name, chapter.name, variant.name, {**defaults, **entry.get("points", {})},
-                              tuple(_criterion(name, c) for c in entry.get("performance", ()))))
+                              tuple(_criterion(name, c) for c in entry.get("performance", ())),
+                              _gpu_time(name, entry.get("gpu_time"))))
     return found
+
+
+def _gpu_time(exercise: str, entry) -> GpuTimeCriterion | None:
+    if entry is None:
+        return None
+    within = entry.get("within") if isinstance(entry, dict) and set(entry) == {"within"} else None
+    if isinstance(within, bool) or not isinstance(within, (int, float)) or within < 1:
+        raise ValueError(f"{MANIFEST}: {exercise}'s gpu_time is {entry}; give it one number, within, at least 1: "
+                         f"the most times the reference solution's GPU time a submission may take, e.g. "
+                         f"[exercise.\"{exercise}\".gpu_time] within = 1.2")
+    return GpuTimeCriterion(float(within))
 
 
 def _criterion(exercise: str, entry: dict) -> Criterion:

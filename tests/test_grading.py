@@ -398,3 +398,51 @@ def test_without_a_gpu_the_gpu_check_is_shown_as_not_run_and_the_points_do_not_c
     assert COARSENED.points["gpu"] == 0
     results = autograders.gradescope_results([report])
     assert "status" not in next(t for t in results["tests"] if "on the GPU" in t["name"])
+
+
+# ----------------------------------------------------------------------------------------------
+# A GPU time criterion: the submission against the reference solution, timed in one run
+
+def with_gpu_time(monkeypatch, within):
+    """reduction/05_coarsened as if exercises.toml gave it ``gpu_time.within``."""
+    import dataclasses
+    timed = dataclasses.replace(COARSENED, gpu_time=exercises.GpuTimeCriterion(within))
+    monkeypatch.setattr(grading, "find", lambda name: timed)
+    return timed
+
+
+@pytest.mark.parametrize("entry", [{"within": 0.5}, {"within": "fast"}, {"within": 1.2, "rounds": 3}, 1.2])
+def test_a_gpu_time_criterion_that_cannot_be_applied_says_how_to_write_it(entry):
+    with pytest.raises(ValueError, match=r"within = 1.2"):
+        exercises._gpu_time("reduction/05_coarsened", entry)
+
+
+def test_without_a_gpu_the_gpu_time_criterion_is_not_run_and_the_points_do_not_change(monkeypatch):
+    monkeypatch.setattr(grading, "gpu_available", lambda: False)
+    plain = grading.grade("reduction/05_coarsened", str(COARSENED.path), seed=3)
+    with_gpu_time(monkeypatch, 1.2)
+    timed = grading.grade("reduction/05_coarsened", str(COARSENED.path), seed=3)
+    check = timed.checks[-1]
+    assert check.name.startswith("GPU time at most 1.2x the reference solution's") and not check.ran
+    assert timed.points == plain.points and timed.max_points == plain.max_points and timed.passed
+
+
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_submission_slower_than_the_reference_by_more_than_the_factor_fails(monkeypatch, tmp_path):
+    with_gpu_time(monkeypatch, 1.2)
+    text = COARSENED.path.read_text()
+    # right, but at the GPU's size (not the CPU engine's) it first reads half the input for nothing
+    spin = ("    if (n > (1u << 24)) { float waste = 0.0f;\n"
+            "        for (unsigned int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += 2 * gridDim.x * blockDim.x)\n"
+            "            waste += input[j];\n"
+            "        if (waste == 1.5e30f) output[0] = waste; }\n")   # never so: the loads are kept
+    slow = tmp_path / "05_coarsened.cu"
+    head, brace, rest = text.partition("{\n")
+    slow.write_text(head + brace + spin + rest)
+    report = grading.grade("reduction/05_coarsened", str(slow), seed=5)
+    check = report.checks[-1]
+    assert check.ran and not check.passed and "x the reference solution's" in check.reason, check.reason
+    same = grading.grade("reduction/05_coarsened", str(COARSENED.path), seed=5)
+    assert same.checks[-1].passed and same.checks[-1].measured > 0

@@ -138,11 +138,12 @@ def _folded(checks):
 
 @dataclass
 class _Planned:
-    kind: str                    # "compiles", "correct", "exact", "performance", "gpu"
+    kind: str                    # "compiles", "correct", "exact", "performance", "gpu", "gpu_time"
     name: str
     problem: dict | None = None
     size: str = ""
-    criterion: object = None     # a performance check's exercises.Criterion
+    criterion: object = None     # a performance check's exercises.Criterion or GpuTimeCriterion
+    reference: Path | None = None   # gpu_time: the reference solution's file
 
 
 def plan(exercise, seed: int = 0) -> list[_Planned]:
@@ -168,6 +169,10 @@ def plan(exercise, seed: int = 0) -> list[_Planned]:
                                problem, criterion=criterion))
     problem = problem_for(variant, default_problem(chapter, "cupy"))    # run only where there is a GPU
     checks.append(_Planned("gpu", f"correct on the GPU at {chapter.describe(problem)}", problem))
+    if exercise.gpu_time is not None:
+        checks.append(_Planned("gpu_time", f"GPU time at most {exercise.gpu_time.within:g}x the reference "
+                               f"solution's at {chapter.describe(problem)} (both timed in this run, in "
+                               f"alternating rounds)", problem, criterion=exercise.gpu_time, reference=exercise.path))
     return checks
 
 
@@ -209,12 +214,12 @@ def grade(exercise: str, path=None, *, timeout: float = DEFAULT_TIMEOUT, seed: i
     with sandbox.sandboxed() as box:
         for index, planned in enumerate(plan(ex, seed)):
             points = float(ex.points.get(planned.kind, 1))
-            wrong = planned.kind == "performance" and any(not c.passed for c in report.checks)
-            if skip or wrong:
+            wrong = planned.kind in ("performance", "gpu_time") and any(not c.passed for c in report.checks if c.ran)
+            if planned.kind in ("gpu", "gpu_time") and not gpu_available():
+                check = Check(planned.name, False, NO_GPU, 0.0, 0.0, planned.size, ran=False)
+            elif skip or wrong:
                 why = skip or "a kernel's speed counts only once it is right: fix the failed checks first"
                 check = Check(planned.name, False, f"not run: {why}", 0.0, points, planned.size)
-            elif planned.kind == "gpu" and not gpu_available():
-                check = Check(planned.name, False, NO_GPU, 0.0, 0.0, planned.size, ran=False)
             else:
                 check = _run(planned, points, chapter, variant, submission, timeout, [seed, index])
                 skip = _why_stop(planned, check)
@@ -288,6 +293,12 @@ def _run(planned, points, chapter, variant, submission, timeout, seed) -> Check:
         elif planned.kind == "performance":
             value = _count(chapter, variant, planned, submission, timeout, seed)
             return Check(planned.name, True, "", points, points, planned.size, measured=value)
+        elif planned.kind == "gpu_time":
+            if STUB_MARK in planned.reference.read_text():
+                return Check(planned.name, False, "not run: this copy of the workbook has no reference solution "
+                             "(a student release); the course's grader times it", 0.0, 0.0, planned.size, ran=False)
+            mine = _gpu_time_against_reference(chapter, variant, planned, submission, seed)
+            return Check(planned.name, True, "", points, points, planned.size, measured=mine)
         else:
             _verify(chapter, variant, planned, submission, timeout, seed)
         return Check(planned.name, True, "", points, points, planned.size)
@@ -324,6 +335,34 @@ def _verify(chapter, variant, planned, submission, timeout, seed):
                         seed=seed, exact=planned.kind == "exact")
     if not result.ok:
         raise AssertionError(f"wrong result: {result.detail or result.error}")
+
+
+GPU_TIME_ROUNDS = 5     # alternating rounds of the submission and the reference solution
+GPU_TIME_REPEATS = 6    # timed launches of each per round (after 2 warm-ups; L2 flushed before each)
+
+
+def _gpu_time_against_reference(chapter, variant, planned, submission, seed) -> float:
+    """A gpu_time check: the submission and the reference solution timed on the GPU in alternating
+    rounds (a clock that drifts, or another process, slows both alike), compared by their medians;
+    the submission's median in microseconds, or AssertionError past the criterion's factor."""
+    import cupy
+
+    from ..timing import bench
+    inputs = chapter.make_inputs(planned.problem, cupy, np.random.default_rng(seed))
+    runs = {}
+    for who, path in (("submission", submission), ("reference", planned.reference)):
+        module = load_variant(chapter, variant, backend="cupy", path=path)
+        runs[who] = (lambda m: lambda: variant.launch(m, planned.problem, inputs))(module)
+    samples = {who: [] for who in runs}
+    for _ in range(GPU_TIME_ROUNDS):
+        for who, run in runs.items():
+            samples[who] += bench(run, backend="cupy", warmup=2, repeat=GPU_TIME_REPEATS).samples_us
+    mine, reference = (float(np.median(samples[who])) for who in ("submission", "reference"))
+    within = planned.criterion.within
+    if mine > within * reference:
+        raise _OverBound(f"GPU time {mine:.1f} us, {mine / reference:.2f}x the reference solution's {reference:.1f} us "
+                         f"(at most {within:g}x)", mine)
+    return mine
 
 
 def _count(chapter, variant, planned, submission, timeout, seed):
