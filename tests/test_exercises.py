@@ -175,3 +175,26 @@ def test_a_stub_in_an_included_header_stubs_the_kernels_that_include_it(tmp_path
     assert exercises.is_stub(kernel) and not exercises.is_stub(plain)
     own, builds_on = exercises.stubs_in(exercises.kernel_text(kernel))
     assert not own and builds_on == ["demo/01_sum"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise", [e.name for e in exercises.exercises() if e.gpu_time])
+def test_each_gpu_time_criterion_is_missed_by_the_variant_before_the_exercise(exercise):
+    import cupy
+    import numpy as np
+
+    from pmpp import chapters
+    from pmpp.course.grading import alternating_medians
+    from pmpp.runner import default_problem, load_variant, problem_for
+    ex = exercises.find(exercise)
+    chapter = chapters.get(ex.chapter)
+    names = [v.name for v in chapter.variants]
+    before = next(v for v in reversed(chapter.variants[:names.index(ex.variant)]) if not v.racy)
+    runs = {}
+    for variant in (before, chapter.variant(ex.variant)):
+        problem = problem_for(variant, default_problem(chapter, "cupy"))
+        inputs = chapter.make_inputs(problem, cupy, np.random.default_rng(1))
+        module = load_variant(chapter, variant, backend="cupy")
+        runs[variant.name] = (lambda v, m, p, i: lambda: v.launch(m, p, i))(variant, module, problem, inputs)
+    medians = alternating_medians(runs)
+    assert medians[before.name] > ex.gpu_time.within * medians[ex.variant], medians
