@@ -18,6 +18,15 @@ def planted(tmp_path, old, new, name="submission.cu"):
     return path
 
 
+def variant_before(ex):
+    """(the exercise's chapter, the variant it improves on: the one before it, passing over
+    deliberately racy ones)."""
+    from pmpp import chapters
+    chapter = chapters.get(ex.chapter)
+    names = [v.name for v in chapter.variants]
+    return chapter, next(v for v in reversed(chapter.variants[:names.index(ex.variant)]) if not v.racy)
+
+
 def reasons(report):
     return " | ".join(c.reason for c in report.checks if not c.passed)
 
@@ -54,14 +63,10 @@ def test_a_wrong_kernel_is_not_scored_on_speed(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise", [e.name for e in exercises.exercises() if e.performance])
 def test_each_performance_criterion_is_missed_by_the_variant_before_the_exercise(exercise):
-    from pmpp import chapters
     from pmpp.profiling.explain import count_variant
     ex = exercises.find(exercise)
-    chapter = chapters.get(ex.chapter)
-    names = [v.name for v in chapter.variants]
-    # the variant the exercise improves on: the one before it, passing over deliberately racy ones
-    before = next(v.name for v in reversed(chapter.variants[:names.index(ex.variant)]) if not v.racy)
-    counted = count_variant(chapter, before).metrics()
+    chapter, before = variant_before(ex)
+    counted = count_variant(chapter, before.name).metrics()
     for criterion in ex.performance:
         assert counted[criterion.metric] > criterion.at_most, (before, criterion)
 
@@ -183,13 +188,10 @@ def test_each_gpu_time_criterion_is_missed_by_the_variant_before_the_exercise(ex
     import cupy
     import numpy as np
 
-    from pmpp import chapters
     from pmpp.course.grading import alternating_medians
     from pmpp.runner import default_problem, load_variant, problem_for
     ex = exercises.find(exercise)
-    chapter = chapters.get(ex.chapter)
-    names = [v.name for v in chapter.variants]
-    before = next(v for v in reversed(chapter.variants[:names.index(ex.variant)]) if not v.racy)
+    chapter, before = variant_before(ex)
     runs = {}
     for variant in (before, chapter.variant(ex.variant)):
         problem = problem_for(variant, default_problem(chapter, "cupy"))
