@@ -192,7 +192,7 @@ def test_report_predictions_are_current_for_the_reduction_chapter():
     rows, _ = _report_rows()
     reported = {r["variant"]: r for r in rows if r["chapter"] == "reduction"}
     for device, gpu in predict_validation.GPUS.items():
-        found = [f for f in predict_validation.loads(device) if f["chapter"] == "reduction"]
+        found = predict_validation.loads(device, only=("reduction",))
         for row in predict_validation.rows_for(found, gpu):
             value = float(reported[row["variant"]][f"{gpu} predicted us"].replace(",", ""))
             assert row["predicted_us"] == pytest.approx(value, rel=0.05), (gpu, row["variant"])

@@ -29,11 +29,12 @@ WITHIN = 1.5                        # "within a factor of 1.5"
 GOALS = {"spearman": 0.9, "median_error": 0.25, "within": 0.80}
 
 
-def recorded_rows(device: str) -> list[dict]:
-    """(chapter, variant row) of the newest run of each chapter on ``device`` (its driver name)."""
+def recorded_rows(device: str, only: Sequence[str] | None = None) -> list[dict]:
+    """(chapter, variant row) of the newest run of each chapter (or of those ``only`` names) on
+    ``device`` (its driver name)."""
     from .. import chapters
     rows = []
-    for name in chapters.names():
+    for name in only or chapters.names():
         run = next((r for r in results.recorded(name) if r["device"]["name"] == device), None)
         if run is None:
             continue
@@ -43,13 +44,14 @@ def recorded_rows(device: str) -> list[dict]:
     return rows
 
 
-def loads(device: str, report=print) -> list[dict]:
-    """Each recorded row of ``device`` with the :class:`~pmpp.profiling.predict.Load` the engine
-    counts for it at the GPU size (None where the engine cannot run the variant)."""
+def loads(device: str, report=print, only: Sequence[str] | None = None) -> list[dict]:
+    """Each recorded row of ``device`` (of the chapters ``only`` names, or all) with the
+    :class:`~pmpp.profiling.predict.Load` the engine counts for it at the GPU size (None where the
+    engine cannot run the variant)."""
     from .. import chapters
     spec = GPUS[device]
     found = []
-    for item in recorded_rows(device):
+    for item in recorded_rows(device, only):
         chapter = chapters.get(item["chapter"])
         try:
             variant = tuning.as_recorded(chapter, item["row"])
