@@ -446,3 +446,20 @@ def test_on_a_gpu_a_submission_slower_than_the_reference_by_more_than_the_factor
     assert check.ran and not check.passed and "x the reference solution's" in check.reason, check.reason
     same = grading.grade("reduction/05_coarsened", str(COARSENED.path), seed=5)
     assert same.checks[-1].passed and same.checks[-1].measured > 0
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_stops_working_after_its_first_launches_is_not_timed_doing_nothing(monkeypatch, tmp_path):
+    with_gpu_time(monkeypatch, 1.2)
+    text = COARSENED.path.read_text()
+    head, brace, rest = text.partition("{\n")
+    counter = "__device__ unsigned int launches = 0;\n"
+    # right at every size the checks use, on the GPU too, until its fourth launch at the GPU's size
+    skip = "    if (n > (1u << 24) && launches > 3) return;\n"
+    count = "    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1u);\n"
+    gamed = tmp_path / "05_coarsened.cu"
+    gamed.write_text(counter + head + brace + skip + count + rest)
+    report = grading.grade("reduction/05_coarsened", str(gamed), seed=5)
+    assert next(c for c in report.checks if c.name.startswith("correct on the GPU")).passed
+    check = report.checks[-1]
+    assert check.ran and not check.passed and "timed launches" in check.reason, check.reason

@@ -354,6 +354,12 @@ def _gpu_time_against_reference(chapter, variant, planned, submission, seed) -> 
         runs[who] = (lambda m: lambda: variant.launch(m, planned.problem, inputs))(module)
     medians = alternating_medians(runs)
     mine, reference = medians["submission"], medians["reference"]
+    # the launch after the timed ones must still be right: a kernel that does its work only on its
+    # first launches (a result kept between launches) is not timed doing nothing
+    after = chapter.check(runs["submission"](), chapter.reference(planned.problem, inputs), planned.problem)
+    if not after.ok:
+        raise AssertionError(f"wrong after {GPU_TIME_ROUNDS * (GPU_TIME_REPEATS + 2)} timed launches, so its time "
+                             f"counts for nothing: {after.detail or after.error}")
     within = planned.criterion.within
     if mine > within * reference:
         raise _OverBound(f"GPU time {mine:.1f} us, {mine / reference:.2f}x the reference solution's {reference:.1f} us "
