@@ -200,3 +200,31 @@ def test_each_gpu_time_criterion_is_missed_by_the_variant_before_the_exercise(ex
         runs[variant.name] = (lambda v, m, p, i: lambda: v.launch(m, p, i))(variant, module, problem, inputs)
     medians = alternating_medians(runs)
     assert medians[before.name] > ex.gpu_time.within * medians[ex.variant], medians
+
+
+def test_a_kernel_that_recognises_an_input_it_has_seen_meets_fresh_ones(tmp_path):
+    # The exploit: remember one grading's input by a checksum (its first element) and answer it
+    # from memory. Inputs are drawn from the seed anew at every grading, so it is never met again.
+    import numpy as np
+
+    from pmpp import chapters
+    from pmpp.course.grading import plan
+    from pmpp.runner import problem_for
+    chapter = chapters.get("reduction")
+    variant = chapter.variant("05_coarsened")
+    index, planned = next((i, p) for i, p in enumerate(plan(COARSENED, 7))
+                          if p.kind == "correct" and p.problem["n"] == 1000)
+    problem = problem_for(variant, planned.problem)
+    seen = chapter.make_inputs(problem, np, np.random.default_rng([7, index]))
+    first = float(np.asarray(seen["x"]).reshape(-1)[0])
+    answer = float(chapter.reference(problem, seen))
+    text = COARSENED.path.read_text()
+    begin, end = text.index("// BEGIN SOLUTION"), text.index("// END SOLUTION")
+    memory = (f"    if (n == 1000u && input[0] == {first.hex()}f) {{\n"
+              f"        if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(output, {answer.hex()}f);\n"
+              "    }\n")
+    path = tmp_path / "05_coarsened.cu"
+    path.write_text(text[:begin] + memory + text[end:])
+    correct = lambda report: [c.passed for c in report.checks if c.name.startswith("correct at")]
+    assert correct(exercises.grade("reduction/05_coarsened", path, seed=7))[2], "it does know the input it saw"
+    assert not any(correct(exercises.grade("reduction/05_coarsened", path, seed=8)))
